@@ -1,0 +1,338 @@
+"""Fan-out over SSH (Fabric/paramiko): run, put, get, close.
+
+Every call returns one frozen `Result` per worker and never stops at the
+first failure. Host keys are checked strictly by default: Fabric's own
+default is paramiko's AutoAddPolicy with no known_hosts loaded, so we
+replace the policy and load the right known_hosts on every connection.
+Remote commands are argument lists, turned into a command line in exactly
+one place (`command_line`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from orchestrator.errors import HostKeyError, OrchError, TransportError
+from orchestrator.fleet import SshSettings, WorkerRef
+
+TAIL_LINES = 20
+# Extra seconds the client waits beyond a remote `timeout` before giving up
+# on the channel itself (the remote side should have exited by then).
+CLIENT_GRACE = 5.0
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one remote operation did on one worker."""
+
+    host: str
+    argv: tuple[str, ...]
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    elapsed: float = 0.0
+    error: str | None = None       # transport-level failure, when there is no exit code
+    error_kind: str | None = None  # "timeout", "connect", "host-key", "auth", "local"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok
+
+    def tail(self, stream: str = "stderr", lines: int = TAIL_LINES) -> str:
+        text = self.stderr if stream == "stderr" else self.stdout
+        return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+    def describe(self) -> str:
+        """One line for a summary: why this host failed (or 'ok')."""
+        if self.ok:
+            return "ok"
+        if self.error:
+            return self.error
+        last = self.tail("stderr", 1) or self.tail("stdout", 1)
+        return f"exit {self.exit_code}" + (f": {last}" if last else "")
+
+    def to_dict(self) -> dict:
+        return {"host": self.host, "argv": list(self.argv), "ok": self.ok, "exit_code": self.exit_code,
+                "stdout_tail": self.tail("stdout"), "stderr_tail": self.tail("stderr"),
+                "elapsed": round(self.elapsed, 3), "error": self.error, "error_kind": self.error_kind}
+
+
+def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The one place an argument list becomes a remote command line."""
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise OrchError("empty remote command")
+    if env:
+        argv = ["env", *[f"{k}={v}" for k, v in env.items()], *argv]
+    return shlex.join(argv)
+
+
+class _LineWriter(io.TextIOBase):
+    """A stream that hands complete lines to a callback (for prefixed streaming)."""
+
+    def __init__(self, callback: Callable[[str], None]):
+        self._callback = callback
+        self._buf = ""
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            self._callback(line)
+        return len(text)
+
+    def flush_rest(self) -> None:
+        if self._buf:
+            self._callback(self._buf)
+            self._buf = ""
+
+
+class _HostKeyPolicy:
+    """Refuse unknown keys (strict) or record them (accept-new); never auto-add silently."""
+
+    def __init__(self, transport: "Transport", worker: WorkerRef):
+        self.transport = transport
+        self.worker = worker
+
+    def missing_host_key(self, client, hostname, key) -> None:  # paramiko's policy interface
+        import paramiko
+
+        t = self.transport
+        fp = paramiko.PKey.get_fingerprint(key) if hasattr(paramiko.PKey, "get_fingerprint") else None
+        fingerprint = fp or key.fingerprint
+        if t.host_key_policy == "accept-new" and t.known_hosts_path is not None:
+            with t._known_hosts_lock:
+                t.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(t.known_hosts_path, "a") as fh:
+                    fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+            t.accepted_keys.append((self.worker.name, hostname, fingerprint))
+            return
+        raise HostKeyError(
+            f"host key for {hostname} is not in {t.known_hosts_display} ({key.get_name()} {fingerprint}); "
+            "refusing to connect", host=self.worker.name,
+            hint=f"verify that fingerprint out of band, then add it: {_keyscan_fix(hostname, t.known_hosts_display)}"
+                 " (or run once with --host-key-policy accept-new)")
+
+
+def _keyscan_fix(known_name: str, known_hosts: str) -> str:
+    host, port = known_name, "22"
+    if known_name.startswith("["):
+        host, port = known_name[1:].split("]:")
+    return f"ssh-keyscan -p {port} {shlex.quote(host)} >> {shlex.quote(known_hosts)}"
+
+
+class Transport:
+    """Parallel SSH to a set of workers, one reused connection per worker."""
+
+    def __init__(self, workers: Iterable[WorkerRef], settings: SshSettings | None = None, *,
+                 known_hosts: Path | None = None, base_dir: Path | None = None,
+                 host_key_policy: str | None = None, connect_timeout: float | None = None,
+                 command_timeout: float | None = None, max_parallel: int | None = None):
+        settings = settings or SshSettings()
+        self.workers = {w.name: w for w in workers}
+        self.base_dir = base_dir or Path.cwd()
+        self.connect_timeout = connect_timeout or settings.connect_timeout
+        self.command_timeout = command_timeout or settings.command_timeout
+        self.max_parallel = max_parallel or settings.max_parallel
+        self.host_key_policy = host_key_policy or settings.host_key_policy
+        if known_hosts is None and settings.known_hosts:
+            known_hosts = Path(os.path.expanduser(settings.known_hosts))
+            if not known_hosts.is_absolute():
+                known_hosts = self.base_dir / known_hosts
+        self.known_hosts_path = known_hosts or Path(os.path.expanduser("~/.ssh/known_hosts"))
+        self.known_hosts_display = str(self.known_hosts_path)
+        self.accepted_keys: list[tuple[str, str, str]] = []
+        self._known_hosts_lock = threading.Lock()
+        self._connections: dict[str, object] = {}
+        self._conn_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="orch-ssh")
+
+    # -- connections -------------------------------------------------------
+
+    def _connection(self, name: str):
+        with self._conn_lock:
+            conn = self._connections.get(name)
+        if conn is not None and conn.is_connected:
+            return conn
+        from fabric import Config, Connection
+
+        w = self.workers[name]
+        connect_kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
+                          "channel_timeout": self.connect_timeout}
+        if w.identity_file:
+            key = Path(os.path.expanduser(w.identity_file))
+            connect_kwargs["key_filename"] = str(key if key.is_absolute() else self.base_dir / key)
+            connect_kwargs["look_for_keys"] = False
+        conn = Connection(w.host, user=w.user, port=w.port, config=Config(),
+                          connect_timeout=max(1, int(round(self.connect_timeout))),
+                          connect_kwargs=connect_kwargs)
+        conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w))
+        if self.known_hosts_path.exists():
+            conn.client.load_host_keys(str(self.known_hosts_path))
+            conn.client._host_keys_filename = None  # never let paramiko rewrite the file
+        conn.open()
+        with self._conn_lock:
+            self._connections[name] = conn
+        return conn
+
+    def _drop(self, name: str) -> None:
+        with self._conn_lock:
+            conn = self._connections.pop(name, None)
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        """Close every connection and the worker pool."""
+        for name in list(self._connections):
+            self._drop(name)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "Transport":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- fan-out -----------------------------------------------------------
+
+    def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Apply `fn` to each worker in parallel (bounded); one Result per worker, in fleet order."""
+        names = list(hosts) if hosts is not None else list(self.workers)
+        futures = {n: self._pool.submit(self._guard, fn, self.workers[n]) for n in names}
+        return {n: futures[n].result() for n in names}
+
+    def _guard(self, fn, worker: WorkerRef) -> Result:
+        start = time.monotonic()
+        try:
+            return fn(worker)
+        except Exception as exc:  # one worker's failure never stops the others
+            return self.failure(worker.name, (), exc, time.monotonic() - start)
+
+    def failure(self, name: str, argv: Sequence[str], exc: BaseException, elapsed: float) -> Result:
+        """Translate paramiko/socket/invoke exceptions into a Result with a clear reason."""
+        kind, text = classify_exception(exc, self, name)
+        if kind in ("connect", "timeout", "host-key", "auth"):
+            self._drop(name)
+        return Result(host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
+
+    # -- the three I/O methods --------------------------------------------
+
+    def run_one(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                timeout: float | None = None, stdin: str | None = None,
+                on_line: Callable[[str, str, str], None] | None = None) -> Result:
+        """Run one command on one worker. `on_line(host, stream, line)` streams output."""
+        from invoke.exceptions import CommandTimedOut
+
+        timeout = self.command_timeout if timeout is None else timeout
+        line = command_line(["timeout", "-k", "3", f"{timeout:g}", *argv], env)
+        start = time.monotonic()
+        writers = {}
+        try:
+            conn = self._connection(name)
+            kwargs = dict(hide=True, warn=True, pty=False, timeout=timeout + CLIENT_GRACE,
+                          in_stream=io.StringIO(stdin) if stdin is not None else False)
+            if on_line:
+                writers = {s: _LineWriter(lambda text, s=s: on_line(name, s, text)) for s in ("stdout", "stderr")}
+                kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
+            res = conn.run(line, **kwargs)
+        except CommandTimedOut as exc:
+            self._drop(name)
+            return Result(host=name, argv=tuple(argv), exit_code=None, stdout=exc.result.stdout,
+                          stderr=exc.result.stderr, elapsed=time.monotonic() - start,
+                          error=f"timed out after {timeout:g}s", error_kind="timeout")
+        except Exception as exc:
+            return self.failure(name, argv, exc, time.monotonic() - start)
+        finally:
+            for w in writers.values():
+                w.flush_rest()
+        elapsed = time.monotonic() - start
+        if res.exited == 124:
+            return Result(host=name, argv=tuple(argv), exit_code=None, stdout=res.stdout, stderr=res.stderr,
+                          elapsed=elapsed, error=f"timed out after {timeout:g}s", error_kind="timeout")
+        return Result(host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout,
+                      stderr=res.stderr, elapsed=elapsed)
+
+    def run(self, argv: Sequence[str], hosts: Iterable[str] | None = None, **kwargs) -> dict[str, Result]:
+        """Run the same command on many workers in parallel."""
+        return self.map(lambda w: self.run_one(w.name, argv, **kwargs), hosts)
+
+    def put_one(self, name: str, local: str | os.PathLike | io.IOBase, remote: str) -> Result:
+        """Copy a local file (or file object) to `remote` on one worker over SFTP."""
+        start = time.monotonic()
+        argv = ("put", str(getattr(local, "name", local)), remote)
+        try:
+            self._connection(name).put(local, remote)
+        except Exception as exc:
+            return self.failure(name, argv, exc, time.monotonic() - start)
+        return Result(host=name, argv=argv, exit_code=0, elapsed=time.monotonic() - start)
+
+    def put(self, local, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        return self.map(lambda w: self.put_one(w.name, local, remote), hosts)
+
+    def get_one(self, name: str, remote: str, local: str | os.PathLike) -> Result:
+        """Copy `remote` from one worker to a local path over SFTP."""
+        start = time.monotonic()
+        argv = ("get", remote, str(local))
+        try:
+            Path(local).parent.mkdir(parents=True, exist_ok=True)
+            self._connection(name).get(remote, str(local))
+        except Exception as exc:
+            return self.failure(name, argv, exc, time.monotonic() - start)
+        return Result(host=name, argv=argv, exit_code=0, elapsed=time.monotonic() - start)
+
+    def get(self, remote: str, local_for: Callable[[WorkerRef], str | os.PathLike],
+            hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
+
+
+def classify_exception(exc: BaseException, transport: Transport, name: str) -> tuple[str, str]:
+    """(error_kind, human text) for an exception raised while talking to a worker."""
+    import socket
+
+    import paramiko
+
+    w = transport.workers.get(name)
+    target = f"{w.host}:{w.port or 22}" if w else name
+    if isinstance(exc, HostKeyError):
+        return "host-key", f"{exc.message} -- {exc.hint}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        known = exc.hostname
+        return "host-key", (
+            f"HOST KEY CHANGED for {known}: known_hosts has {exc.expected_key.get_name()} "
+            f"{exc.expected_key.fingerprint}, the worker offered {exc.key.get_name()} {exc.key.fingerprint}; "
+            f"refusing to connect -- if the worker was really rebuilt, remove the old key: "
+            f"ssh-keygen -f {shlex.quote(transport.known_hosts_display)} -R {shlex.quote(known)}")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return "auth", f"authentication failed for {w.user if w and w.user else 'the ssh user'}@{target}: {exc}"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timeout", f"connect to {target} timed out after {transport.connect_timeout:g}s"
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+        return "timeout", (f"no SSH banner from {target} within {transport.connect_timeout:g}s "
+                           "(host hung or overloaded)")
+    if isinstance(exc, (ConnectionRefusedError,)):
+        return "connect", f"connection to {target} refused (sshd not running?)"
+    if isinstance(exc, (OSError, paramiko.SSHException, EOFError)):
+        return "connect", f"cannot reach {target}: {exc.__class__.__name__}: {exc}"
+    if isinstance(exc, OrchError):
+        return "local", str(exc)
+    return "local", f"{exc.__class__.__name__}: {exc}"
+
+
+def for_fleet(fleet, workers: Iterable[WorkerRef], **overrides) -> Transport:
+    """A Transport for some of a fleet's workers, with the fleet's SSH settings."""
+    return Transport(workers, fleet.model.ssh, base_dir=fleet.base_dir, **overrides)
