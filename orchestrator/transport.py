@@ -11,6 +11,7 @@ one place (`command_line`).
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shlex
 import threading
@@ -24,9 +25,12 @@ from orchestrator.errors import HostKeyError, OrchError, TransportError
 from orchestrator.fleet import SshSettings, WorkerRef
 
 TAIL_LINES = 20
-# Extra seconds the client waits beyond a remote `timeout` before giving up
-# on the channel itself (the remote side should have exited by then).
-CLIENT_GRACE = 5.0
+# paramiko logs connection failures itself (e.g. "Exception (client): Error
+# reading SSH protocol banner"); we report them per host instead.
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+# The remote `timeout` normally ends a slow command; the client gives up on
+# the channel itself this much later (a hung host never answers at all).
+CLIENT_GRACE = 0.5
 
 
 @dataclass(frozen=True)
@@ -107,11 +111,8 @@ class _HostKeyPolicy:
         self.worker = worker
 
     def missing_host_key(self, client, hostname, key) -> None:  # paramiko's policy interface
-        import paramiko
-
         t = self.transport
-        fp = paramiko.PKey.get_fingerprint(key) if hasattr(paramiko.PKey, "get_fingerprint") else None
-        fingerprint = fp or key.fingerprint
+        fingerprint = key.fingerprint
         if t.host_key_policy == "accept-new" and t.known_hosts_path is not None:
             with t._known_hosts_lock:
                 t.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,6 +155,7 @@ class Transport:
         self.known_hosts_path = known_hosts or Path(os.path.expanduser("~/.ssh/known_hosts"))
         self.known_hosts_display = str(self.known_hosts_path)
         self.accepted_keys: list[tuple[str, str, str]] = []
+        self.memo: dict = {}  # per-command caches of callers (e.g. which workers have hostside)
         self._known_hosts_lock = threading.Lock()
         self._connections: dict[str, object] = {}
         self._conn_lock = threading.Lock()
@@ -321,7 +323,8 @@ def classify_exception(exc: BaseException, transport: Transport, name: str) -> t
         return "auth", f"authentication failed for {w.user if w and w.user else 'the ssh user'}@{target}: {exc}"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "timeout", f"connect to {target} timed out after {transport.connect_timeout:g}s"
-    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+    if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc).lower()
+                                                   or "no existing session" in str(exc).lower()):
         return "timeout", (f"no SSH banner from {target} within {transport.connect_timeout:g}s "
                            "(host hung or overloaded)")
     if isinstance(exc, (ConnectionRefusedError,)):

@@ -30,6 +30,7 @@ class Context:
     host_key_policy: str | None = None
     connect_timeout: float | None = None
     _fleet: object = field(default=None, repr=False)
+    _transports: list = field(default_factory=list, repr=False)
 
     def fleet(self):
         """The validated fleet (loaded once per command)."""
@@ -47,7 +48,16 @@ class Context:
             overrides.setdefault("host_key_policy", self.host_key_policy)
         if self.connect_timeout:
             overrides.setdefault("connect_timeout", self.connect_timeout)
-        return for_fleet(self.fleet(), workers, **overrides)
+        transport = for_fleet(self.fleet(), workers, **overrides)
+        self._transports.append(transport)
+        return transport
+
+    def report_accepted_keys(self) -> None:
+        """Say which first-seen host keys accept-new recorded (never silent)."""
+        for t in self._transports:
+            for worker, host, fingerprint in t.accepted_keys:
+                click.echo(f"orch: recorded new host key for {worker} ({host}) {fingerprint} "
+                           f"in {t.known_hosts_display}", err=True)
 
 
 class OrchGroup(click.Group):
@@ -76,6 +86,7 @@ def main(ctx: click.Context, fleet_path, host_key_policy, connect_timeout, debug
     """orch: bundles, launches, probes and receipts for TPU pod slices over SSH."""
     ctx.obj = Context(fleet_path=fleet_path, debug=debug, host_key_policy=host_key_policy,
                       connect_timeout=connect_timeout)
+    ctx.call_on_close(ctx.obj.report_accepted_keys)
 
 
 for _name in COMMAND_MODULES:

@@ -1,0 +1,118 @@
+"""Running `hostside` jobs on workers.
+
+The controller ships the `hostside` package to each worker once, as a
+content-addressed tarball under `<root>/hostside/<digest>/`, then runs jobs
+with `python -m hostside.<job>`. A job prints exactly one JSON document on
+stdout; `job_document` turns that into a dict or a clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from orchestrator.errors import OrchError
+from orchestrator.fleet import WorkerRef
+from orchestrator.transport import Result, Transport
+
+HOSTSIDE_DIR = Path(__file__).resolve().parent.parent / "hostside"
+
+# Unpacks an uploaded tarball into its final directory atomically; data
+# arrives as arguments, never spliced into code.
+_INSTALL = r"""
+import os, sys, tarfile, tempfile
+tgz, final = sys.argv[1], sys.argv[2]
+parent = os.path.dirname(final)
+os.makedirs(parent, exist_ok=True)
+tmp = tempfile.mkdtemp(prefix=".incoming-", dir=parent)
+with tarfile.open(tgz) as tar:
+    tar.extractall(tmp, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(tmp)
+open(os.path.join(tmp, ".complete"), "w").close()
+try:
+    os.rename(tmp, final)
+except OSError:
+    if not os.path.exists(os.path.join(final, ".complete")):
+        raise
+    import shutil; shutil.rmtree(tmp)
+os.unlink(tgz)
+"""
+
+
+@lru_cache(maxsize=1)
+def hostside_archive() -> tuple[str, bytes]:
+    """(digest, tar.gz bytes) of the hostside package, reproducible."""
+    buf = io.BytesIO()
+    files = sorted(p for p in HOSTSIDE_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for path in files:
+            rel = "hostside/" + path.relative_to(HOSTSIDE_DIR).as_posix()
+            data = path.read_bytes()
+            digest.update(rel.encode() + b"\0" + data + b"\0")
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return digest.hexdigest()[:16], buf.getvalue()
+
+
+def hostside_path(worker: WorkerRef) -> str:
+    """The PYTHONPATH entry that holds this controller's hostside on `worker`."""
+    digest, _ = hostside_archive()
+    return f"{worker.root}/hostside/{digest}"
+
+
+def ensure_hostside(transport: Transport, worker: WorkerRef) -> Result:
+    """Make sure this controller's hostside is on `worker` (one round trip when it is)."""
+    ready = transport.memo.setdefault("hostside-ready", set())
+    if worker.name in ready:
+        return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
+    final = hostside_path(worker)
+    check = transport.run_one(worker.name, ["test", "-f", f"{final}/.complete"], timeout=30)
+    if check.error:
+        return check
+    if check.exit_code != 0:
+        _, data = hostside_archive()
+        mk = transport.run_one(worker.name, ["mkdir", "-p", f"{worker.root}/hostside"], timeout=30)
+        if not mk.ok:
+            return mk
+        tgz = f"{worker.root}/hostside/.upload-{hostside_archive()[0]}-{id(transport):x}.tgz"
+        put = transport.put_one(worker.name, io.BytesIO(data), tgz)
+        if not put.ok:
+            return put
+        inst = transport.run_one(worker.name, [worker.python, "-c", _INSTALL, tgz, final], timeout=60)
+        if not inst.ok:
+            return inst
+    ready.add(worker.name)
+    return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
+
+
+def run_hostside(transport: Transport, worker: WorkerRef, job: str, args: Sequence[str] = (), *,
+                 python: str | None = None, env: Mapping[str, str] | None = None,
+                 timeout: float | None = None, stdin: str | None = None, on_line=None) -> Result:
+    """Run `python -m hostside.<job> ARGS` on one worker (shipping hostside first if needed)."""
+    ready = ensure_hostside(transport, worker)
+    if not ready.ok:
+        return ready
+    full_env = {"PYTHONPATH": hostside_path(worker), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    return transport.run_one(worker.name, [python or worker.python, "-m", f"hostside.{job}", *args],
+                             env=full_env, timeout=timeout, stdin=stdin, on_line=on_line)
+
+
+def job_document(result: Result) -> dict:
+    """The JSON document a hostside job printed, or an OrchError saying what came back instead."""
+    text = result.stdout.strip()
+    if not text:
+        raise OrchError(f"hostside job printed nothing ({result.describe()})", host=result.host)
+    try:
+        doc = json.loads(text.splitlines()[-1] if not text.startswith("{") else text)
+    except json.JSONDecodeError:
+        raise OrchError(f"hostside job printed no JSON document: {text[-200:]!r} ({result.describe()})",
+                        host=result.host) from None
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise OrchError("hostside job printed JSON without schema_version", host=result.host)
+    return doc
