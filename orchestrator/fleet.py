@@ -143,8 +143,8 @@ class RuntimeProfile(_Model):
             for key, value in data["env"].items():
                 if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                     raise PydanticCustomError(
-                        "env_value", "env.{key}: expected a string (quote it in YAML), got {value!r}",
-                        {"key": str(key), "value": value})
+                        "env_value", "env.{key}: expected a string (quote it in YAML), got {value}",
+                        {"key": str(key), "value": repr(value)})
             data = {**data, "env": {k: str(v) for k, v in data["env"].items()}}
         return data
 
