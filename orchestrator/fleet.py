@@ -64,6 +64,9 @@ class SshSettings(_Model):
         "accept-new: first-seen keys are recorded in known_hosts; changed keys are still refused.")
     known_hosts: str | None = Field(
         None, description="known_hosts file (relative to fleet.yaml); default: the user's ~/.ssh/known_hosts.")
+    config_file: str | None = Field(
+        None, description="ssh_config file for aliases, users, ports and keys (relative to fleet.yaml); "
+        "default: ~/.ssh/config and /etc/ssh/ssh_config.")
 
 
 class Worker(_Model):

@@ -153,6 +153,10 @@ class Transport:
             if not known_hosts.is_absolute():
                 known_hosts = self.base_dir / known_hosts
         self.known_hosts_path = known_hosts or Path(os.path.expanduser("~/.ssh/known_hosts"))
+        self.ssh_config_path = None
+        if settings.config_file:
+            path = Path(os.path.expanduser(settings.config_file))
+            self.ssh_config_path = str(path if path.is_absolute() else self.base_dir / path)
         self.known_hosts_display = str(self.known_hosts_path)
         self.accepted_keys: list[tuple[str, str, str]] = []
         self.memo: dict = {}  # per-command caches of callers (e.g. which workers have hostside)
@@ -177,7 +181,8 @@ class Transport:
             key = Path(os.path.expanduser(w.identity_file))
             connect_kwargs["key_filename"] = str(key if key.is_absolute() else self.base_dir / key)
             connect_kwargs["look_for_keys"] = False
-        conn = Connection(w.host, user=w.user, port=w.port, config=Config(),
+        config = Config(runtime_ssh_path=self.ssh_config_path) if self.ssh_config_path else Config()
+        conn = Connection(w.host, user=w.user, port=w.port, config=config,
                           connect_timeout=max(1, int(round(self.connect_timeout))),
                           connect_kwargs=connect_kwargs)
         conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w))

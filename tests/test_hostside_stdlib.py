@@ -1,0 +1,48 @@
+"""hostside runs on a worker's plain Python before any bundle exists."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+HOSTSIDE = Path(__file__).resolve().parent.parent / "hostside"
+# Frontends are imported lazily inside functions that run under a bundle's Python.
+LAZY = {"jax", "jaxlib", "torch", "torch_xla", "torch_tpu", "numpy", "libtpu"}
+
+
+def module_level_imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def all_imports(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def test_hostside_imports_only_the_standard_library_at_module_level():
+    allowed = set(sys.stdlib_module_names) | {"hostside", "__future__"}
+    bad = [f"{p.name}:{line} imports {name}"
+           for p in sorted(HOSTSIDE.rglob("*.py"))
+           for line, name in module_level_imports(p) if name.split(".")[0] not in allowed]
+    assert bad == []
+
+
+def test_hostside_imports_nothing_but_stdlib_and_lazy_frontends_anywhere():
+    allowed = set(sys.stdlib_module_names) | {"hostside", "__future__"} | LAZY
+    bad = [f"{p.name}:{line} imports {name}"
+           for p in sorted(HOSTSIDE.rglob("*.py"))
+           for line, name in all_imports(p) if name.split(".")[0] not in allowed]
+    assert bad == []
