@@ -1,0 +1,104 @@
+"""`orch sandbox up|down|status|pause|resume|kill`: the local pod slice."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from orchestrator import sandbox
+
+DIR_OPTION = click.option(
+    "--dir", "dir_", metavar="DIR", default=None,
+    help=f"Sandbox directory (default: ${sandbox.DIR_ENV}, then {sandbox.DEFAULT_DIR}).")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(sandbox_group)
+
+
+@click.group("sandbox")
+def sandbox_group():
+    """A local pod slice: one real sshd per worker, in its own namespaces, on loopback."""
+
+
+@sandbox_group.command()
+@click.option("--workers", type=click.IntRange(1, sandbox.MAX_WORKERS), required=True, metavar="N",
+              help="Number of workers.")
+@DIR_OPTION
+@click.option("--lane", "lanes", multiple=True, metavar="NAME:COUNT:PLATFORM:BUNDLE",
+              help="Split the workers, in order, into lanes (repeat; counts add up to N). "
+                   "Default: one lane cpu:N:cpu:jax-cpu.")
+@click.option("--base-address", default=sandbox.DEFAULT_BASE_ADDRESS, show_default=True, metavar="A",
+              help="Loopback address of worker 0; worker i gets A+i.")
+@click.option("--timeout", type=float, default=sandbox.READY_TIMEOUT, show_default=True, metavar="S",
+              help="Seconds to wait for every sshd to answer.")
+def up(workers, dir_, lanes, base_address, timeout):
+    """Start the workers and write DIR/fleet.yaml."""
+    state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout)
+    first, last = state.workers[0].address, state.workers[-1].address
+    span = first if first == last else f"{first}-{last}"
+    if state.restarted:
+        click.echo(f"sandbox already up in {state.dir}; started again: {', '.join(state.restarted)}")
+    elif state.already_running:
+        click.echo(f"sandbox already up in {state.dir} ({len(state.workers)} workers); nothing to do")
+    else:
+        click.echo(f"sandbox up: {len(state.workers)} workers on {span}:{state.port} in {state.dir}")
+    click.echo(f"lanes: {', '.join(str(lane) for lane in state.lanes)}")
+    click.echo(f"fleet: {state.fleet_path}")
+    click.echo(f"export ORCH_FLEET={state.fleet_path}")
+
+
+@sandbox_group.command()
+@DIR_OPTION
+def down(dir_):
+    """Stop every worker and remove the sandbox's files."""
+    result = sandbox.down(sandbox.sandbox_dir(dir_))
+    if not result.stopped and not result.killed and not result.removed:
+        click.echo(f"no sandbox in {result.dir}; nothing to do")
+        return
+    click.echo(f"sandbox down in {result.dir}: stopped {len(result.stopped)} worker(s) "
+               f"({result.killed} process(es)), removed {len(result.removed)} path(s)")
+
+
+@sandbox_group.command()
+@DIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(dir_, as_json):
+    """Show each worker: address, hostname, sshd pid, running/paused/dead."""
+    st = sandbox.status(sandbox.sandbox_dir(dir_))
+    if as_json:
+        click.echo(json.dumps(st.to_dict(), indent=2))
+        return
+    if not st.up:
+        click.echo(f"no sandbox in {st.dir}")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    colors = {"running": "green", "paused": "yellow", "dead": "red"}
+    table = Table(title=f"sandbox {st.dir}", caption=f"fleet: {st.fleet_path}")
+    for col in ("worker", "address", "hostname", "sshd pid", "processes", "state"):
+        table.add_column(col)
+    for w in st.workers:
+        table.add_row(w.name, f"{w.address}:{w.port}", w.hostname, str(w.pid), str(w.processes),
+                      f"[{colors[w.state]}]{w.state}[/]")
+    Console().print(table)
+
+
+def _fault_command(name: str, verb, past: str, doc: str):
+    @sandbox_group.command(name, help=doc)
+    @click.argument("worker", metavar="W")
+    @DIR_OPTION
+    def command(worker, dir_):
+        action = verb(sandbox.sandbox_dir(dir_), worker)
+        click.echo(f"{action.name} {past} ({len(action.pids)} process(es))")
+
+    return command
+
+
+_fault_command("pause", sandbox.pause, "paused",
+               "SIGSTOP a worker's sshd and everything on it: a hung host. W is a name (slice-w2) or index.")
+_fault_command("resume", sandbox.resume, "resumed", "SIGCONT a paused worker. W is a name or index.")
+_fault_command("kill", sandbox.kill, "killed",
+               "SIGKILL a worker's sshd and everything on it: a dead host. W is a name or index.")
