@@ -506,8 +506,9 @@ SIGNATURES: tuple[Signature, ...] = (
          "PjRT_Client_Connect. Timed out task names:"),
     _sig("jax-register-task-deadline", "collective", 65,
          r"CoordinationService/RegisterTask|Coordination service agent in error status: DEADLINE_EXCEEDED",
-         "A process could not register with the JAX coordinator in time: the coordinator (process 0) is "
-         "missing or unreachable, or the gang started unevenly; check the coordinator address/port.",
+         "Not every process registered with the JAX coordinator in time: a worker did not start or "
+         "cannot reach the coordinator (process 0); check every worker started and the coordinator "
+         "address/port, then relaunch the gang.",
          "https://github.com/google/paxml/issues/77",
          "2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] Coordination "
          "service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded"),
