@@ -1,0 +1,103 @@
+"""`orch bundle lock|check NAME`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def register(main: click.Group) -> None:
+    main.add_command(bundle)
+
+
+def _fleet_option(fn):
+    """`--fleet` after the verb too (`orch bundle lock NAME --fleet PATH`)."""
+
+    def remember(ctx: click.Context, _param, value):
+        if value:
+            from orchestrator.cli import Context
+
+            ctx.find_object(Context).fleet_path = value
+        return value
+
+    return click.option("--fleet", "fleet_path", metavar="PATH", expose_value=False, callback=remember,
+                        help="fleet.yaml (same as `orch --fleet`).")(fn)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+@click.group()
+def bundle():
+    """Lock and check bundles: exact wheels for a pinned stack."""
+
+
+@bundle.command()
+@click.argument("name")
+@_fleet_option
+@click.option("--python", "interpreter", metavar="EXE",
+              help="Run pip with this interpreter (default: one of the bundle's Python version if found).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+@click.pass_obj
+def lock(obj, name, interpreter, as_json):
+    """Resolve bundle NAME with pip and write its lock file next to fleet.yaml.
+
+    Every wheel, dependencies included, is fetched into the controller's wheel
+    cache and verified by sha256 and size. Locking again with nothing changed
+    leaves the file byte-identical.
+    """
+    from orchestrator.bundle import lock_bundle
+
+    result = lock_bundle(obj.fleet(), name, interpreter=interpreter)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    lk = result.lock
+    width = max(len(w.project) for w in lk.wheels)
+    for w in lk.wheels:
+        click.echo(f"  {w.project:<{width}}  {w.version:<16} {_size(w.size):>9}  {w.sha256[:12]}  {w.source}")
+    state = "written" if result.written else "unchanged"
+    if result.written and result.previous_id and result.previous_id != lk.bundle_id:
+        state += f", was {result.previous_id}"
+    click.echo(f"bundle {name}: {len(lk.wheels)} wheels, {_size(lk.total_size)}, bundle id {lk.bundle_id}")
+    click.echo(f"  lock {result.path} ({state})")
+    click.echo(f"  wheel cache {result.cache_root}: fetched {_size(result.fetched_bytes)}, "
+               f"reused {_size(result.reused_bytes)} ({result.elapsed:.1f}s)")
+    for note in result.notes:
+        click.echo(f"  note: {note}")
+
+
+@bundle.command()
+@click.argument("name")
+@_fleet_option
+@click.option("--python", "interpreter", metavar="EXE", help="Run pip with this interpreter (unlocked bundles).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document with every finding.")
+@click.pass_obj
+def check(obj, name, interpreter, as_json):
+    """Cross-check the wheels of bundle NAME against each other; exit 1 on any error.
+
+    Reads the lock when there is one; otherwise each pin's own wheel metadata,
+    without dependencies, so conflicting pins can still be checked.
+    """
+    from orchestrator.bundlecheck import check_bundle
+
+    report = check_bundle(obj.fleet(), name, interpreter=interpreter)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        for finding in report.findings:
+            click.echo(str(finding))
+        source = (f"lock {report.lock_path}, bundle id {report.bundle_id}" if report.metadata_from == "lock"
+                  else "pins' own metadata, no lock yet")
+        verdict = "ok" if report.ok else "FAILED"
+        click.echo(f"bundle {name}: {verdict}: {len(report.errors)} error(s), {len(report.warnings)} warning(s), "
+                   f"{len(report.wheels)} wheels, Python {report.python} ({source})")
+    if not report.ok:
+        sys.exit(1)
