@@ -18,12 +18,12 @@ troubleshooting stays inside that layer:
 
 Tie-break (which line wins)
 ---------------------------
-Every signature has a `priority`, its specificity: 90+ names a root cause
-outright ("The TPU is already in use by process with pid 176028"), 50-80 a
-specific failure that can still be a consequence of another one (a heartbeat
-timeout after a peer crashed), 20-49 a symptom or a warning (a CPU fallback, a
-deprecated variable), below 20 a generic crash (a segfault, a bare Python
-exception line).
+Every signature has a `priority`, its specificity: 80 and above names a root
+cause outright ("The TPU is already in use by process with pid 176028"),
+50-79 a specific failure that can still be the consequence of another one (a
+heartbeat timeout after a peer crashed), 20-49 a symptom or a warning (a CPU
+fallback, a deprecated variable), below 20 a generic crash (a segfault, a bare
+Python exception line).
 
 1. Each line gets at most one signature: the highest-priority one it matches
    (a line saying "Unable to initialize backend 'tpu': ABORTED: The TPU is
