@@ -314,6 +314,11 @@ def cache_path(sha256: str, filename: str, root: Path | None = None) -> Path:
     return (root or wheel_cache_root()) / "sha256" / sha256 / filename
 
 
+def cached_wheel_path(wheel: LockedWheel, root: Path | None = None) -> Path:
+    """Where the cache keeps a locked wheel (whether or not it is there)."""
+    return cache_path(wheel.sha256, wheel.filename, root)
+
+
 def _hash_file(path: Path) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
@@ -847,3 +852,55 @@ def lock_bundle(fleet, name: str, *, cache_root: Path | None = None,
     return LockResult(bundle=name, lock=lock, path=path, written=written, previous_id=previous,
                       fetched_bytes=stats.fetched, reused_bytes=stats.reused, cache_root=root,
                       interpreter=pip_python, elapsed=time.monotonic() - started, notes=tuple(notes))
+
+
+# ---------------------------------------------------------------------------
+# Tool wheels (installers that travel to workers like any other wheel)
+
+
+@dataclass(frozen=True)
+class CachedWheel:
+    """A wheel in the controller's cache."""
+
+    name: str
+    version: str
+    filename: str
+    sha256: str
+    size: int
+    path: Path
+
+
+def tool_wheel(name: str, version: str | None = None, *, python: str = "3.11",
+               root: Path | None = None) -> CachedWheel:
+    """The linux x86_64 wheel of tool `name` (default: the controller's installed version), cached.
+
+    Which file that is gets remembered under <cache>/tools/, so later calls cost no pip run.
+    """
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    from orchestrator.fleet import Bundle
+
+    root = root or wheel_cache_root()
+    key = canonicalize_name(name)
+    if version is None:
+        try:
+            version = installed_version(name)
+        except PackageNotFoundError:
+            raise BundleError(f"{name} is not installed on the controller; cannot pick its version") from None
+    memo = root / "tools" / f"{key}-{version}-cp{python.replace('.', '')}-linux_{MACHINE}.json"
+    try:
+        known = json.loads(memo.read_text())
+        hit = cached_wheel(known["sha256"], known["filename"], size=known["size"], root=root)
+        if hit:
+            return CachedWheel(key, version, known["filename"], known["sha256"], known["size"], hit)
+    except (OSError, ValueError, KeyError):
+        pass
+    spec = Bundle(python=python, pins=[f"{name}=={version}"])
+    resolution = pip_resolve(f"tool:{name}", spec, Path.cwd(), no_deps=True)
+    files = _fetch_resolved(f"tool:{name}", resolution.wheels, root, Target(python), resolution.interpreter,
+                            [], _Fetch())
+    path, sha, size = files[resolution.wheels[0].filename]
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    memo.write_text(json.dumps({"filename": path.name, "sha256": sha, "size": size}) + "\n")
+    return CachedWheel(key, version, path.name, sha, size, path)
