@@ -839,7 +839,8 @@ def lock_bundle(fleet, name: str, *, cache_root: Path | None = None,
     lock = Lock(bundle=name, python=bundle.python, pins=tuple(bundle.pins),
                 source=bundle.source.model_dump(mode="json"), provenance=dict(bundle.provenance),
                 target=target.to_json(),
-                resolver={"tool": "pip", "pip_version": resolution.pip_version, "python": pip_python.version},
+                # No interpreter path or patch level: they differ between controllers, the lock must not.
+                resolver={"tool": "pip", "pip_version": resolution.pip_version},
                 wheels=tuple(sorted(wheels, key=lambda w: (w.name, w.filename))))
     path = fleet.lock_path(name)
     previous = None
