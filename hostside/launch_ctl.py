@@ -1,0 +1,120 @@
+"""Act on one worker's part of a run: `python3 -m hostside.launch_ctl VERB RUN_DIR [...]`.
+
+    release RUN_DIR --at T        start the user code at wall-clock instant T
+    stop RUN_DIR [--grace S] [--reason R]
+                                  TERM every process of the run, KILL after S
+    status RUN_DIR                pid file, phase, exit status, live processes
+    collect RUN_DIR               pid file, record and exit status, for the controller's run record
+    log RUN_DIR [--tail N]        the output log (or its last N lines) on stdout
+
+Each verb prints one JSON document on stdout (`log` prints the log itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from hostside import SCHEMA_VERSION
+from hostside import launch_proc as lp
+
+
+def _files(run_dir: str) -> dict:
+    return {
+        "launch": lp.read_json(os.path.join(run_dir, lp.LAUNCH_FILE)),
+        "pid": lp.read_json(os.path.join(run_dir, lp.PID_FILE)),
+        "record": lp.read_json(os.path.join(run_dir, lp.RECORD_FILE)),
+        "exit": lp.read_json(os.path.join(run_dir, lp.EXIT_FILE)),
+    }
+
+
+def release(run_dir: str, at: float) -> dict:
+    lp.write_json_atomic(os.path.join(run_dir, lp.RELEASE_FILE), {"release_at": at, "written_at": time.time()})
+    return {"ok": True, "release_at": at}
+
+
+def stop(run_dir: str, grace: float, reason: str) -> dict:
+    f = _files(run_dir)
+    launch = f["launch"]
+    if launch is None:
+        return {"ok": True, "note": f"no run in {run_dir}", "term": [], "kill": [], "left": []}
+    stop_path = os.path.join(run_dir, lp.STOP_FILE)
+    if not os.path.exists(stop_path):
+        lp.write_json_atomic(stop_path, {"reason": reason, "time": time.time()})
+    pidinfo = f["pid"] or {}
+    report = lp.terminate(lambda: lp.run_members(launch["run_id"], launch["worker"], pidinfo),
+                          grace=grace, pgid=pidinfo.get("pgid"))
+    # The supervisor writes exit.json once the user process is reaped; wait for it briefly.
+    deadline = time.monotonic() + 3.0
+    while (lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime"))
+           and not os.path.exists(os.path.join(run_dir, lp.EXIT_FILE)) and time.monotonic() < deadline):
+        time.sleep(0.02)
+    return {"ok": not report["left"], **report, "exit": lp.read_json(os.path.join(run_dir, lp.EXIT_FILE))}
+
+
+def status(run_dir: str) -> dict:
+    f = _files(run_dir)
+    launch, pidinfo, record, done = f["launch"], f["pid"] or {}, f["record"] or {}, f["exit"]
+    members = lp.run_members(launch["run_id"], launch["worker"], pidinfo) if launch else []
+    if launch is None:
+        state = "absent"
+    elif done:
+        state = "exited"
+    elif not pidinfo:
+        state = "starting"
+    elif not lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime")):
+        state = "orphaned" if members else "lost"
+    else:
+        state = {"starting": "starting", "ready": "ready", "running": "running"}.get(record.get("phase"), "running")
+    try:
+        log_size = os.path.getsize(os.path.join(run_dir, lp.LOG_FILE))
+    except OSError:
+        log_size = 0
+    return {"ok": True, "state": state, "phase": record.get("phase"), "pid": pidinfo.get("pid"),
+            "supervisor_pid": pidinfo.get("supervisor_pid"), "processes": [lp.describe(p) for p in members],
+            "exit": done, "started_at": record.get("started_at"), "log_bytes": log_size}
+
+
+def collect(run_dir: str) -> dict:
+    f = _files(run_dir)
+    return {"ok": f["launch"] is not None, "pid": f["pid"], "record": f["record"], "exit": f["exit"]}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="hostside.launch_ctl")
+    parser.add_argument("verb", choices=("release", "stop", "status", "collect", "log"))
+    parser.add_argument("run_dir")
+    parser.add_argument("--at", type=float)
+    parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--reason", default="orch stop")
+    parser.add_argument("--tail", type=int)
+    args = parser.parse_args(argv)
+    if args.verb == "log":
+        path = os.path.join(args.run_dir, lp.LOG_FILE)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            print(f"no log: {exc}", file=sys.stderr)
+            return 1
+        if args.tail is not None:
+            data = b"\n".join(data.rstrip(b"\n").split(b"\n")[-args.tail:]) + b"\n"
+        sys.stdout.buffer.write(data)
+        return 0
+    if args.verb == "release":
+        result = release(args.run_dir, args.at if args.at is not None else time.time())
+    elif args.verb == "stop":
+        result = stop(args.run_dir, args.grace, args.reason)
+    elif args.verb == "status":
+        result = status(args.run_dir)
+    else:
+        result = collect(args.run_dir)
+    print(json.dumps({"schema_version": SCHEMA_VERSION, "job": f"launch_ctl.{args.verb}", **result}))
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,71 @@
+"""Start one worker's part of a run: `python3 -m hostside.launch_start UPLOADED_LAUNCH_FILE`.
+
+Moves the uploaded launch file atomically into the run directory (named by
+the file itself), then starts the
+supervisor detached (its own session, stdio away from the SSH channel), so the
+run outlives this SSH session: the controller watches it with
+`hostside.launch_watch` and ends it with `hostside.launch_ctl stop`.
+Prints one JSON document: the supervisor's and the user process's ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from hostside import SCHEMA_VERSION
+from hostside import launch_proc as lp
+
+START_WAIT = 15.0
+
+
+def start(uploaded: str) -> dict:
+    doc = lp.read_json(uploaded)
+    if doc is None:
+        return {"ok": False, "error": f"cannot read the uploaded launch file {uploaded}"}
+    run_dir = doc["run_dir"]
+    if os.path.exists(os.path.join(run_dir, lp.PID_FILE)):
+        return {"ok": False, "error": f"run directory {run_dir} already holds a started run"}
+    os.makedirs(run_dir, exist_ok=True)
+    os.replace(uploaded, os.path.join(run_dir, lp.LAUNCH_FILE))
+    hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
+    env["PYTHONPATH"] = hostside_root
+    with open(os.path.join(run_dir, lp.SUPERVISOR_LOG), "ab") as log:
+        sup = subprocess.Popen([sys.executable, "-m", "hostside.launch_supervise", run_dir],
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                               start_new_session=True, close_fds=True, cwd=run_dir)
+    # The supervisor writes the pid file once the user process exists (or
+    # exit.json when it could not start it); wait for either.
+    deadline = time.monotonic() + START_WAIT
+    while time.monotonic() < deadline:
+        info = lp.read_json(os.path.join(run_dir, lp.PID_FILE))
+        if info:
+            return {"ok": True, **info}
+        done = lp.read_json(os.path.join(run_dir, lp.EXIT_FILE))
+        if done:
+            return {"ok": False, "error": done.get("reason", "the user process could not be started"),
+                    "exit": done}
+        if sup.poll() is not None:
+            break
+        time.sleep(0.01)
+    tail = ""
+    try:
+        with open(os.path.join(run_dir, lp.SUPERVISOR_LOG), errors="replace") as fh:
+            tail = fh.read()[-2000:]
+    except OSError:
+        pass
+    return {"ok": False, "error": f"the supervisor did not start the run (exit {sup.poll()})", "log": tail}
+
+
+def main(argv: list[str]) -> int:
+    result = start(argv[0])
+    print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "launch_start", **result}))
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,165 @@
+"""The supervisor of one worker's user process: `python3 -m hostside.launch_supervise RUN_DIR`.
+
+Starts the launcher under the lane's bundle Python in its own session and
+process group, with the launch file's environment set at exec time (so every
+process of the run carries ORCH_RUN_ID from birth), its output in
+`output.log`, and a pid file naming the group. Then it waits: when the user
+process ends it writes `exit.json` at once (the controller's gang rule reacts
+to that), then ends whatever the process left behind in its group. It also
+enforces the run's timeout on its own, so a detached run is bounded even when
+no controller watches it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from hostside import SCHEMA_VERSION
+from hostside import launch_proc as lp
+
+LEFTOVER_GRACE = 3.0
+
+
+def _log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} supervisor: {msg}", file=sys.stderr, flush=True)
+
+
+def child_env(doc: dict, hostside_root: str) -> dict:
+    """The user process's environment: the worker's, minus orch's plumbing, plus the plan's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env.update(doc["env"])
+    # The launcher needs hostside importable; it puts PYTHONPATH back to the
+    # plan's value before any user code runs.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (hostside_root, doc["env"].get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["ORCH_HOSTSIDE"] = hostside_root
+    return env
+
+
+def supervise(run_dir: str) -> int:
+    doc = lp.read_json(os.path.join(run_dir, lp.LAUNCH_FILE))
+    if doc is None:
+        _log(f"no launch file in {run_dir}")
+        return 2
+    exit_path = os.path.join(run_dir, lp.EXIT_FILE)
+    hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cwd = doc.get("cwd") or os.path.expanduser("~")
+    log = open(os.path.join(run_dir, lp.LOG_FILE), "ab")
+    try:
+        proc = subprocess.Popen([doc["python"], "-m", "hostside.launcher", os.path.join(run_dir, lp.LAUNCH_FILE)],
+                                cwd=cwd, env=child_env(doc, hostside_root), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        reason = f"cannot start {doc['python']} in {cwd}: {exc.strerror or exc}"
+        log.write(f"orch launcher: {reason}\n".encode())
+        log.close()
+        lp.write_json_atomic(exit_path, {"schema_version": SCHEMA_VERSION, "exit_code": 127, "signal": None,
+                                         "reason": reason, "ended_at": time.time()})
+        return 1
+    log.close()
+    st = lp.stat(proc.pid) or {}
+    me = lp.stat(os.getpid()) or {}
+    pidinfo = {"schema_version": SCHEMA_VERSION, "run_id": doc["run_id"], "worker": doc["worker"],
+               "pid": proc.pid, "pgid": proc.pid, "sid": proc.pid, "starttime": st.get("starttime"),
+               "supervisor_pid": os.getpid(), "supervisor_starttime": me.get("starttime"),
+               "started_at": time.time(), "python": doc["python"], "cwd": cwd}
+    lp.write_json_atomic(os.path.join(run_dir, lp.PID_FILE), pidinfo)
+
+    stop_requested = []
+
+    def on_term(signum, frame):  # `kill` of the supervisor itself ends the run too
+        stop_requested.append(signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    status, timed_out = _wait(proc, run_dir, doc, stop_requested)
+    code, sig = (None, -status) if status < 0 else (status, None)
+    stop = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
+    if timed_out:
+        reason = f"timed out after {doc.get('timeout'):g}s"
+    elif stop:
+        reason = f"stopped by orch ({stop.get('reason', 'stop')})"
+    elif stop_requested:
+        reason = "stopped: the supervisor received SIGTERM"
+    elif sig:
+        reason = f"killed by signal {sig} ({_signame(sig)})"
+    else:
+        reason = f"exit code {code}"
+    lp.write_json_atomic(exit_path, {"schema_version": SCHEMA_VERSION, "exit_code": code, "signal": sig,
+                                     "signal_name": _signame(sig) if sig else None, "reason": reason,
+                                     "stopped": bool(stop or stop_requested or timed_out),
+                                     "ended_at": time.time()})
+    _finish_record(run_dir, code, sig, reason)
+    leftovers = lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
+                             grace=LEFTOVER_GRACE, pgid=proc.pid)
+    if leftovers["term"]:
+        _log(f"ended leftover processes of the run: {leftovers}")
+    return 0
+
+
+def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list) -> tuple[int, bool]:
+    """Wait for the user process; end its group on timeout or on our own SIGTERM."""
+    timeout = doc.get("timeout")
+    deadline = None
+    pidfd = None
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pass
+    while True:
+        status = proc.poll()
+        if status is not None:
+            return status, False
+        if deadline is None and timeout:
+            release = lp.read_json(os.path.join(run_dir, lp.RELEASE_FILE))
+            if release:
+                deadline = release.get("release_at", time.time()) + timeout
+        if (deadline is not None and time.time() > deadline) or stop_requested:
+            timed_out = not stop_requested
+            lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], {"pgid": proc.pid, "sid": proc.pid}),
+                         grace=doc.get("grace", 5.0), pgid=proc.pid)
+            return proc.wait(), timed_out
+        try:
+            if pidfd is not None:
+                select.select([pidfd], [], [], 0.5)
+            else:
+                time.sleep(0.02)
+        except InterruptedError:
+            pass
+
+
+def _finish_record(run_dir: str, code, sig, reason: str) -> None:
+    """Complete the record's exit status when the launcher could not (killed, or never started)."""
+    path = os.path.join(run_dir, lp.RECORD_FILE)
+    record = lp.read_json(path)
+    if record is None:
+        return
+    if record.get("exit") and record["exit"].get("source") == "launcher" and not sig:
+        return
+    record["exit"] = {**(record.get("exit") or {}), "code": code, "signal": sig, "reason": reason,
+                      "ended_at": time.time(), "source": "supervisor"}
+    record["phase"] = "exited"
+    lp.write_json_atomic(path, record)
+
+
+def _signame(sig: int | None) -> str | None:
+    if not sig:
+        return None
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def main(argv: list[str]) -> int:
+    return supervise(argv[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

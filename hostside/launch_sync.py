@@ -1,0 +1,108 @@
+"""Keep a worker's copy of the user's training code in step: `python3 -m hostside.launch_sync VERB DIR`.
+
+    manifest DIR                 {"files": {relpath: [sha256, mode]}} of what is there now
+    apply DIR --manifest JSON [--archive TGZ]
+                                 unpack the changed files from TGZ (both uploaded),
+                                 remove files the manifest does not list, then verify every
+                                 file against the manifest
+
+The controller computes the same manifest locally (with `manifest()` from this
+module, so both sides skip the same files), ships only files whose hash
+differs, and refuses to launch when verification fails. Caches such as
+`__pycache__` are neither shipped nor removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tarfile
+
+from hostside import SCHEMA_VERSION
+
+SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv",
+             "venv", ".ipynb_checkpoints"}
+SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+def file_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest(directory: str) -> dict[str, list]:
+    """relpath -> [sha256, mode] of the regular files under `directory` (symlinks and caches skipped)."""
+    files: dict[str, list] = {}
+    if not os.path.isdir(directory):
+        return files
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if name.endswith(SKIP_SUFFIXES) or os.path.islink(path) or not os.path.isfile(path):
+                continue
+            rel = os.path.relpath(path, directory).replace(os.sep, "/")
+            files[rel] = [file_hash(path), os.stat(path).st_mode & 0o777]
+    return files
+
+
+def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
+    os.makedirs(directory, exist_ok=True)
+    changed = []
+    if archive:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                rel = member.name
+                if not member.isfile() or rel not in wanted or rel.startswith("/") or ".." in rel.split("/"):
+                    continue
+                dest = os.path.join(directory, rel)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                tmp = f"{dest}.orch-sync-{os.getpid()}"
+                with tar.extractfile(member) as src, open(tmp, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                os.chmod(tmp, wanted[rel][1])
+                os.replace(tmp, dest)
+                changed.append(rel)
+        os.unlink(archive)
+    deleted = []
+    for rel in sorted(set(manifest(directory)) - set(wanted)):
+        os.unlink(os.path.join(directory, rel))
+        deleted.append(rel)
+    for dirpath, dirnames, filenames in os.walk(directory, topdown=False):
+        if dirpath != directory and not os.listdir(dirpath) and os.path.basename(dirpath) not in SKIP_DIRS:
+            os.rmdir(dirpath)
+    have = manifest(directory)
+    mismatches = sorted(rel for rel, (digest, _) in wanted.items() if have.get(rel, [None])[0] != digest)
+    return {"ok": not mismatches, "changed": changed, "deleted": deleted, "verified": len(wanted) - len(mismatches),
+            "mismatches": mismatches}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="hostside.launch_sync")
+    parser.add_argument("verb", choices=("manifest", "apply"))
+    parser.add_argument("directory")
+    parser.add_argument("--archive")
+    parser.add_argument("--manifest")
+    args = parser.parse_args(argv)
+    if args.verb == "manifest":
+        os.makedirs(os.path.dirname(os.path.abspath(args.directory)), exist_ok=True)
+        result = {"ok": True, "files": manifest(args.directory)}
+    else:
+        with open(args.manifest) as fh:
+            wanted = json.load(fh)["files"]
+        os.unlink(args.manifest)
+        result = apply(args.directory, wanted, args.archive)
+    print(json.dumps({"schema_version": SCHEMA_VERSION, "job": f"launch_sync.{args.verb}", **result}))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

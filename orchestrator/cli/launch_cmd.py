@@ -1,0 +1,270 @@
+"""`orch launch`, and the verbs for runs: `runs`, `status`, `logs`, `attach`, `stop`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+import click
+
+
+def register(main: click.Group) -> None:
+    for command in (launch, runs_, status, logs, attach, stop):
+        main.add_command(command)
+
+
+def _env_pairs(values) -> dict[str, str]:
+    env = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--env")
+        env[key] = value
+    return env
+
+
+class _Printer:
+    """Worker-prefixed output on stdout, controller progress on stderr."""
+
+    def __init__(self, workers):
+        self.width = max((len(w) for w in workers), default=0)
+        self.lock = threading.Lock()
+
+    def output(self, worker: str, line: str) -> None:
+        with self.lock:
+            sys.stdout.write(f"{worker:<{self.width}} | {line}\n")
+            sys.stdout.flush()
+
+    def report(self, text: str) -> None:
+        with self.lock:
+            click.echo(f"orch: {text}", err=True)
+
+
+def _render_outcome(outcome, printer: _Printer) -> None:
+    o = outcome
+    if o.status == "detached":
+        printer.report(f"run {o.run_id} is running detached "
+                       f"(start skew {_ms(o.start_skew)}); follow it with `orch attach {o.run_id}` or "
+                       f"`orch logs {o.run_id} -f`, end it with `orch stop {o.run_id}`")
+        click.echo(o.run_id)
+        return
+    timing = []
+    if o.start_skew is not None:
+        timing.append(f"start skew {_ms(o.start_skew)}")
+    if o.teardown_latency is not None:
+        timing.append(f"teardown {o.teardown_latency:.2f}s after the failure")
+    suffix = f" ({', '.join(timing)})" if timing else ""
+    if o.ok:
+        printer.report(f"run {o.run_id} succeeded: {o.message}{suffix}; record: {o.run_dir}")
+        return
+    printer.report(f"run {o.run_id} {o.status}: {o.message}{suffix}")
+    if o.diagnosis:
+        d = o.diagnosis
+        printer.report(f"diagnosis ({d['layer']}): {d['line'].strip()}")
+        printer.report(f"  remedy: {d['remedy']}")
+    elif o.first_failure and o.first_failure.tail:
+        last = [ln for ln in o.first_failure.tail.splitlines() if ln.strip()][-3:]
+        for ln in last:
+            printer.report(f"  {o.first_failure.worker} | {ln}")
+    printer.report(f"record: {o.run_dir}")
+
+
+def _ms(seconds) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+@click.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--lane", required=True, help="The lane whose workers run the gang (one process per worker).")
+@click.option("--workdir", type=click.Path(file_okay=False), help="Sync this local directory to every worker "
+              "(changed files only, verified) and run from there.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and touch no worker.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON. Otherwise: the outcome as "
+              "JSON on stdout at the end.")
+@click.option("--timeout", type=float, metavar="S", help="End the whole gang after S seconds of running.")
+@click.option("--name", help="A name for the run (prefix of the run id; `orch attach NAME` finds it).")
+@click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
+              help="Extra environment, applied with the lane's policy before any import (repeatable).")
+@click.option("--detach", is_flag=True, help="Return once every worker started; the run id goes to stdout.")
+@click.option("--reclaim", is_flag=True, help="First end processes of earlier orch runs on these workers "
+              "(TERM, grace, KILL); never anyone else's.")
+@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
+              help="Seconds between TERM and KILL when a gang is torn down.")
+@click.option("--start-timeout", type=float, default=300.0, show_default=True, metavar="S",
+              help="Seconds for every worker to become ready (imports done) before the run is abandoned.")
+@click.option("--port", type=int, help="Coordinator port (default: derived from the run id; "
+              "the next port is torch's MASTER_PORT).")
+@click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detach, reclaim, grace, start_timeout,
+           port, run_id, argv):
+    """Launch one process per worker of a lane, together, as a gang.
+
+    \b
+        orch launch --lane cpu -- train.py --steps 100
+        orch launch --lane cpu --workdir . -- -m mypkg.train
+
+    The script runs under the lane's active bundle Python. If one worker fails
+    (or is lost), every other worker's processes are ended; Ctrl-C and
+    --timeout do the same.
+    """
+    from orchestrator import launch as core
+    from orchestrator import runs
+
+    fleet = obj.fleet()
+    plan = core.plan_launch(fleet, lane, list(argv), run_id=run_id, name=name, port=port, workdir=workdir,
+                            timeout=timeout, extra_env=_env_pairs(env_items))
+    if dry_run:
+        if as_json:
+            click.echo(json.dumps(plan.to_dict(), indent=2))
+        else:
+            click.echo(core.render_plan(plan), nl=False)
+        return
+    printer = _Printer(plan.workers)
+    record = runs.RunRecord.create(plan, fleet_path=fleet.path)
+    printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} "
+                   f"({plan.num_processes} workers)")
+    workers = fleet.lane_workers(lane)
+    with obj.transport(workers) as transport:
+        outcome = core.execute(plan, transport, reclaim=reclaim, detach=detach,
+                               on_output=None if as_json else printer.output, report=printer.report,
+                               grace=grace, start_timeout=start_timeout, record=record)
+    if as_json:
+        click.echo(json.dumps(outcome.to_dict(), indent=2))
+    _render_outcome(outcome, printer)
+    if not outcome.ok:
+        sys.exit(outcome.exit_code)
+
+
+def _record_and_fleet(obj, ref: str):
+    from orchestrator import runs
+
+    record = runs.find_run(ref)
+    info = record.info()
+    if obj.fleet_path is None and not os.environ.get("ORCH_FLEET") and info.get("fleet"):
+        obj.fleet_path = info["fleet"]
+    return record, obj.fleet()
+
+
+def _workers_of(fleet, plan):
+    return [fleet.worker(name) for name in plan.workers]
+
+
+@click.command("runs")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def runs_(as_json):
+    """List the runs recorded on this controller (newest first)."""
+    from orchestrator import runs
+
+    items = runs.list_runs()
+    if as_json:
+        click.echo(json.dumps({"schema_version": 1, "root": str(runs.runs_root()), "runs": items}, indent=2))
+        return
+    if not items:
+        click.echo(f"no runs recorded in {runs.runs_root()}", err=True)
+        return
+    for r in items:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("created_at") or 0))
+        outcome = (r.get("outcome") or {}).get("message") or ""
+        click.echo(f"{r['run_id']:<40} {r.get('state', '?'):<12} {r.get('lane', '?'):<10} "
+                   f"{len(r.get('workers') or [])}w  {when}  {outcome}")
+
+
+@click.command("status")
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def status(obj, run, as_json):
+    """Show a run's state on every worker (live, from the workers)."""
+    from orchestrator import runs
+
+    record, fleet = _record_and_fleet(obj, run)
+    plan = record.plan()
+    with obj.transport(_workers_of(fleet, plan)) as transport:
+        doc = runs.status(record, transport)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}")
+    width = max(len(w) for w in doc["workers"])
+    for name, w in doc["workers"].items():
+        ex = w.get("exit") or {}
+        detail = ex.get("reason") if ex else (f"pid {w.get('pid')}" if w.get("pid") else w.get("error", ""))
+        procs = len(w.get("processes") or [])
+        click.echo(f"  {name:<{width}}  {w.get('state', '?'):<10} {detail}" + (f"  ({procs} live processes)"
+                                                                               if procs else ""))
+    if doc["state"] not in ("running", "succeeded"):
+        sys.exit(1)
+
+
+@click.command("logs")
+@click.argument("run")
+@click.option("--worker", "worker_sel", metavar="W", help="Only this worker (name, index or glob).")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the processes end.")
+@click.option("--tail", type=int, metavar="N", help="Only the last N lines of each log.")
+@click.pass_obj
+def logs(obj, run, worker_sel, follow, tail):
+    """Print a run's output logs from the workers, worker-prefixed."""
+    from orchestrator import runs
+    from orchestrator.fleet import select_workers
+
+    record, fleet = _record_and_fleet(obj, run)
+    plan = record.plan()
+    workers = _workers_of(fleet, plan)
+    if worker_sel:
+        workers = select_workers(workers, worker_sel, fleet_path=fleet.path)
+    printer = _Printer([w.name for w in workers])
+    with obj.transport(workers) as transport:
+        if follow:
+            runs.follow_logs(record, transport, [w.name for w in workers], printer.output)
+            return
+        for w in workers:
+            text = runs.log_text(record, transport, w.name, tail=tail)
+            for line in text.splitlines():
+                printer.output(w.name, line)
+
+
+@click.command("attach")
+@click.argument("run")
+@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
+              help="Seconds between TERM and KILL when the gang is torn down.")
+@click.pass_obj
+def attach(obj, run, grace):
+    """Resume watching a detached run: stream its output and apply the gang rule again."""
+    from orchestrator import runs
+
+    record, fleet = _record_and_fleet(obj, run)
+    plan = record.plan()
+    printer = _Printer(plan.workers)
+    printer.report(f"attached to run {plan.run_id} on lane {plan.lane} ({plan.num_processes} workers)")
+    with obj.transport(_workers_of(fleet, plan)) as transport:
+        outcome = runs.attach(record, transport, on_output=printer.output, report=printer.report, grace=grace)
+    _render_outcome(outcome, printer)
+    if not outcome.ok:
+        sys.exit(outcome.exit_code)
+
+
+@click.command("stop")
+@click.argument("run")
+@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
+              help="Seconds between TERM and KILL.")
+@click.pass_obj
+def stop(obj, run, grace):
+    """End every process of a run on every worker (TERM, grace, KILL)."""
+    from orchestrator import runs
+
+    record, fleet = _record_and_fleet(obj, run)
+    plan = record.plan()
+    with obj.transport(_workers_of(fleet, plan)) as transport:
+        result = runs.stop(record, transport, grace=grace)
+    bad = {w: r for w, r in result["workers"].items() if r.get("left") or r.get("error")}
+    ended = sum(len(r.get("term") or []) for r in result["workers"].values())
+    click.echo(f"orch: run {plan.run_id}: ended {ended} process(es) on {len(result['workers'])} workers "
+               f"in {result['elapsed']:.2f}s", err=True)
+    for w, r in bad.items():
+        click.echo(f"  FAILED {w}: {r.get('error') or 'still alive: ' + str(r.get('left'))}", err=True)
+    if bad:
+        sys.exit(1)

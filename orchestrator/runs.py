@@ -1,0 +1,199 @@
+"""Runs on the controller: one record per launch, and the operations on detached runs.
+
+Every `orch launch` keeps a record under `./runs/<run-id>/` (or
+`$ORCH_RUNS_DIR/<run-id>/`):
+
+    plan.json            the plan as executed (after any port change)
+    run.json             state, timestamps, the fleet file, the outcome
+    workers/<name>.json  each worker's pid file, launcher record and exit status
+
+The workers keep the authoritative files (`<root>/runs/<run-id>/`); this copy
+lets `orch runs`, `status`, `logs`, `attach` and `stop` find a run's workers
+again, and is where receipts are gathered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import OrchError
+from orchestrator.yamlsrc import did_you_mean
+
+RUNS_ENV = "ORCH_RUNS_DIR"
+SCHEMA_VERSION = 1
+
+
+def runs_root() -> Path:
+    """Where run records live: $ORCH_RUNS_DIR, else ./runs."""
+    return Path(os.environ.get(RUNS_ENV) or "runs").absolute()
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class RunRecord:
+    """The controller's record of one run."""
+
+    dir: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @classmethod
+    def create(cls, plan, fleet_path: str | os.PathLike | None = None, root: Path | None = None) -> "RunRecord":
+        record = cls((root or runs_root()) / plan.run_id)
+        record.dir.mkdir(parents=True, exist_ok=True)
+        record.save_plan(plan)
+        _write_json(record.dir / "run.json", {
+            "schema_version": SCHEMA_VERSION, "run_id": plan.run_id, "name": plan.name, "lane": plan.lane,
+            "fleet": str(fleet_path) if fleet_path else None, "workers": plan.workers,
+            "target": plan.target.argv(), "created_at": time.time(),
+            "controller": {"host": socket.gethostname(), "pid": os.getpid()}, "state": "planned"})
+        return record
+
+    def save_plan(self, plan) -> None:
+        _write_json(self.dir / "plan.json", plan.to_dict())
+
+    def plan(self):
+        from orchestrator.launch import LaunchPlan
+
+        return LaunchPlan.from_dict(json.loads((self.dir / "plan.json").read_text()))
+
+    def info(self) -> dict:
+        try:
+            return json.loads((self.dir / "run.json").read_text())
+        except (OSError, ValueError):
+            return {"run_id": self.run_id, "state": "unknown"}
+
+    def update(self, **fields) -> dict:
+        doc = {**self.info(), **fields, "updated_at": time.time()}
+        _write_json(self.dir / "run.json", doc)
+        return doc
+
+    def save_workers(self, docs: dict[str, dict]) -> None:
+        for name, doc in docs.items():
+            _write_json(self.dir / "workers" / f"{name}.json", doc)
+
+
+def list_runs(root: Path | None = None) -> list[dict]:
+    """Every recorded run, newest first."""
+    root = root or runs_root()
+    out = []
+    if not root.is_dir():
+        return out
+    for path in root.iterdir():
+        if (path / "run.json").exists():
+            out.append(RunRecord(path).info())
+    return sorted(out, key=lambda d: d.get("created_at") or 0, reverse=True)
+
+
+def find_run(ref: str, root: Path | None = None) -> RunRecord:
+    """A run by id, unique id prefix, or name (the newest run of that name); `last` is the newest run."""
+    root = root or runs_root()
+    if (root / ref / "run.json").exists():
+        return RunRecord(root / ref)
+    runs = list_runs(root)
+    if ref == "last" and runs:
+        return RunRecord(root / runs[0]["run_id"])
+    matches = [r for r in runs if r["run_id"].startswith(ref)] or [r for r in runs if r.get("name") == ref]
+    if len({r["run_id"] for r in matches}) == 1 or (matches and all(r.get("name") == ref for r in matches)):
+        return RunRecord(root / matches[0]["run_id"])
+    if matches:
+        raise OrchError(f"run '{ref}' is ambiguous: {', '.join(r['run_id'] for r in matches[:6])}")
+    known = [r["run_id"] for r in runs]
+    raise OrchError(f"no run '{ref}' in {root}{did_you_mean(ref, known)}",
+                    hint="`orch runs` lists the recorded runs (set ORCH_RUNS_DIR if they live elsewhere)")
+
+
+# -- operations on a recorded run ----------------------------------------------
+
+
+def status(record: RunRecord, transport) -> dict:
+    """Each worker's live state of the run (state, pid, exit status, processes)."""
+    from orchestrator.launch import worker_status
+
+    plan = record.plan()
+    workers = worker_status(plan, transport)
+    states = {d.get("state") for d in workers.values()}
+    if states <= {"exited"}:
+        codes = [((d.get("exit") or {}).get("exit_code")) for d in workers.values()]
+        overall = "succeeded" if all(c == 0 for c in codes) else "failed"
+    elif "running" in states or "ready" in states or "starting" in states:
+        overall = "running"
+    else:
+        overall = "degraded"
+    return {"schema_version": SCHEMA_VERSION, "run_id": plan.run_id, "lane": plan.lane, "state": overall,
+            "recorded": record.info().get("state"), "workers": workers}
+
+
+def stop(record: RunRecord, transport, *, grace: float, reason: str = "orch stop") -> dict:
+    """End every process of the run on every worker (TERM, grace, KILL)."""
+    from orchestrator.launch import collect_records, stop_workers
+
+    plan = record.plan()
+    result = stop_workers(plan, transport, reason=reason, grace=grace)
+    record.save_workers(collect_records(plan, transport))
+    record.update(state="stopped", stopped=result)
+    return result
+
+
+def attach(record: RunRecord, transport, **kwargs):
+    """Resume watching a run under the gang rule (output from now on); returns its LaunchOutcome."""
+    from orchestrator.launch import finish, monitor, worker_status
+
+    plan = record.plan()
+    states = worker_status(plan, transport)
+    released = any(((d.get("started_at") or d.get("state") in ("running", "exited")) for d in states.values()))
+    record.update(state="running", attached_at=time.time())
+    outcome = monitor(plan, transport, from_end=True, release_needed=not released, **kwargs)
+    return finish(plan, transport, outcome, record)
+
+
+def log_text(record: RunRecord, transport, worker: str, tail: int | None = None) -> str:
+    """One worker's output log (or its last `tail` lines)."""
+    from orchestrator.remote import run_hostside
+
+    plan = record.plan()
+    p = plan.process(worker)
+    args = ["log", p.run_dir] + (["--tail", str(tail)] if tail else [])
+    res = run_hostside(transport, transport.workers[worker], "launch_ctl", args, timeout=60)
+    if not res.ok:
+        raise OrchError(f"cannot read the log of run {plan.run_id}: {res.describe()}", host=worker)
+    return res.stdout
+
+
+def follow_logs(record: RunRecord, transport, workers: list[str], on_line) -> dict:
+    """Stream the workers' logs from the start until each worker's process ends (no gang rule)."""
+    import threading
+
+    from orchestrator.remote import run_hostside
+
+    plan = record.plan()
+    results = {}
+
+    def one(name: str) -> None:
+        def line(host, stream, text):
+            if stream == "stderr" and text.startswith("@orch "):
+                return
+            on_line(name, text)
+        results[name] = run_hostside(transport, transport.workers[name], "launch_watch",
+                                     [plan.process(name).run_dir], timeout=10 ** 7, on_line=line)
+
+    threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    return results
