@@ -60,6 +60,10 @@ ORCH_VARS = ("ORCH_RUN_ID", "ORCH_LANE", "ORCH_WORKER", "ORCH_PROCESS_ID", "ORCH
              "ORCH_COORDINATOR", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
              "LOCAL_WORLD_SIZE")
 DEFAULT_GRACE = 5.0
+# After a worker failed, the gang is broken: collectives (and so a collective
+# checkpoint) cannot complete, and JAX treats SIGTERM as a preemption notice
+# and keeps running. The survivors get this much time after TERM, not `grace`.
+DEFAULT_FAILURE_GRACE = 1.0
 DEFAULT_START_TIMEOUT = 300.0
 DEFAULT_LOST_AFTER = 30.0
 RELEASE_MARGIN = 0.5
@@ -768,13 +772,14 @@ class _Gang:
     """Watches every worker of a run and applies the gang rule."""
 
     def __init__(self, plan: LaunchPlan, transport: Transport, *, on_output: OutputFn | None,
-                 report: ReportFn, grace: float, start_timeout: float, lost_after: float, until: str,
-                 from_end: bool, release_needed: bool, release_margin: float):
+                 report: ReportFn, grace: float, failure_grace: float, start_timeout: float, lost_after: float,
+                 until: str, from_end: bool, release_needed: bool, release_margin: float):
         self.plan = plan
         self.transport = transport
         self.on_output = on_output
         self.report = report
         self.grace = grace
+        self.failure_grace = failure_grace
         self.start_timeout = start_timeout
         self.lost_after = lost_after
         self.until = until
@@ -856,13 +861,14 @@ class _Gang:
                     len(started) == len(names)
             return all(n in out.ends or n in closed for n in names)
 
-        def teardown(reason: str) -> None:
+        def teardown(reason: str, failed: bool = True) -> None:
             nonlocal teardown_reason, teardown_wait_until
             if teardown_reason is not None:
                 return
             teardown_reason = reason
-            self.report(f"tearing down the gang: {reason}")
-            out.teardown = stop_workers(plan, self.transport, reason=reason, grace=self.grace)
+            grace = min(self.grace, self.failure_grace) if failed else self.grace
+            self.report(f"tearing down the gang: {reason} (TERM, KILL after {grace:g}s)")
+            out.teardown = stop_workers(plan, self.transport, reason=reason, grace=grace)
             teardown_wait_until = time.monotonic() + 10.0
             left = {w: r.get("left") for w, r in out.teardown["workers"].items() if r.get("left") or r.get("error")}
             if left:
@@ -901,7 +907,7 @@ class _Gang:
                         elif end.stopped and teardown_reason is None and out.failure_seen_at is None:
                             out.failure_seen_at = time.time()
                             self.report(f"{name} (process {end.process_id}) was ended: {end.reason}")
-                            teardown(f"{name}: {end.reason}")
+                            teardown(f"{name}: {end.reason}", failed=False)
                     elif kind == "lost":
                         if name not in out.ends:
                             out.ends[name] = WorkerEnd(worker=name, process_id=plan.process(name).process_id,
@@ -937,7 +943,7 @@ class _Gang:
                     out.status = "timed-out"
                     out.message = f"the run exceeded its timeout of {plan.timeout:g}s"
                     out.failure_seen_at = time.time()
-                    teardown(f"timeout of {plan.timeout:g}s")
+                    teardown(f"timeout of {plan.timeout:g}s", failed=False)
                 if teardown_reason is None:
                     for w in names:
                         if w not in out.ends and w not in closed and now - self.heard[w] > self.lost_after:
@@ -960,7 +966,7 @@ class _Gang:
                 out.message = "interrupted (Ctrl-C) on the controller"
                 if teardown_reason is None:
                     out.failure_seen_at = time.time()
-                    teardown("Ctrl-C on the controller")
+                    teardown("Ctrl-C on the controller", failed=False)
         self.closing.set()
         return self._finish(out, interrupted)
 
@@ -1016,11 +1022,13 @@ def diagnose_tail(text: str) -> dict | None:
 
 
 def monitor(plan: LaunchPlan, transport: Transport, *, on_output: OutputFn | None = None,
-            report: ReportFn = _quiet, grace: float = DEFAULT_GRACE, start_timeout: float = DEFAULT_START_TIMEOUT,
+            report: ReportFn = _quiet, grace: float = DEFAULT_GRACE, failure_grace: float = DEFAULT_FAILURE_GRACE,
+            start_timeout: float = DEFAULT_START_TIMEOUT,
             lost_after: float = DEFAULT_LOST_AFTER, until: str = "exit", from_end: bool = False,
             release_needed: bool = True, release_margin: float = RELEASE_MARGIN) -> LaunchOutcome:
     """Watch a started run under the gang rule until every worker ended (or, `until="started"`, started)."""
-    gang = _Gang(plan, transport, on_output=on_output, report=report, grace=grace, start_timeout=start_timeout,
+    gang = _Gang(plan, transport, on_output=on_output, report=report, grace=grace, failure_grace=failure_grace,
+                 start_timeout=start_timeout,
                  lost_after=lost_after, until=until, from_end=from_end, release_needed=release_needed,
                  release_margin=release_margin)
     return gang.run()
@@ -1028,8 +1036,9 @@ def monitor(plan: LaunchPlan, transport: Transport, *, on_output: OutputFn | Non
 
 def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, detach: bool = False,
             on_output: OutputFn | None = None, report: ReportFn = _quiet, grace: float = DEFAULT_GRACE,
-            start_timeout: float = DEFAULT_START_TIMEOUT, lost_after: float = DEFAULT_LOST_AFTER,
-            release_margin: float = RELEASE_MARGIN, record=None) -> LaunchOutcome:
+            failure_grace: float = DEFAULT_FAILURE_GRACE, start_timeout: float = DEFAULT_START_TIMEOUT,
+            lost_after: float = DEFAULT_LOST_AFTER, release_margin: float = RELEASE_MARGIN,
+            record=None) -> LaunchOutcome:
     """Carry out `plan` on the workers of `transport`: sync, preflight, start together, watch as a gang.
 
     Raises LaunchError when preflight or the start refuses (nothing is left
@@ -1080,7 +1089,7 @@ def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, de
                               + "\n  - ".join(f"{w}: {m}" for w, m in bad.items()))
         record.update(state="started", pids={w: _doc(r) for w, r in started.items()})
         outcome = monitor(plan, transport, on_output=on_output, report=report, grace=grace,
-                          start_timeout=start_timeout, lost_after=lost_after,
+                          failure_grace=failure_grace, start_timeout=start_timeout, lost_after=lost_after,
                           until="started" if detach else "exit", release_margin=release_margin)
     except KeyboardInterrupt:
         teardown = stop_workers(plan, transport, reason="Ctrl-C on the controller", grace=grace)

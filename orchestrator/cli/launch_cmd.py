@@ -92,6 +92,8 @@ def _ms(seconds) -> str:
               "(TERM, grace, KILL); never anyone else's.")
 @click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
               help="Seconds between TERM and KILL when a gang is torn down.")
+@click.option("--failure-grace", type=float, default=1.0, show_default=True, metavar="S",
+              help="After a worker failed: seconds the survivors get between TERM and KILL.")
 @click.option("--start-timeout", type=float, default=300.0, show_default=True, metavar="S",
               help="Seconds for every worker to become ready (imports done) before the run is abandoned.")
 @click.option("--port", type=int, help="Coordinator port (default: derived from the run id; "
@@ -99,8 +101,8 @@ def _ms(seconds) -> str:
 @click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detach, reclaim, grace, start_timeout,
-           port, run_id, argv):
+def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detach, reclaim, grace, failure_grace,
+           start_timeout, port, run_id, argv):
     """Launch one process per worker of a lane, together, as a gang.
 
     \b
@@ -131,7 +133,8 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
     with obj.transport(workers) as transport:
         outcome = core.execute(plan, transport, reclaim=reclaim, detach=detach,
                                on_output=None if as_json else printer.output, report=printer.report,
-                               grace=grace, start_timeout=start_timeout, record=record)
+                               grace=grace, failure_grace=failure_grace, start_timeout=start_timeout,
+                               record=record)
     if as_json:
         click.echo(json.dumps(outcome.to_dict(), indent=2))
     _render_outcome(outcome, printer)
