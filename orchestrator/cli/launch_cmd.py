@@ -29,14 +29,16 @@ def _env_pairs(values) -> dict[str, str]:
 class _Printer:
     """Worker-prefixed output on stdout, controller progress on stderr."""
 
-    def __init__(self, workers):
+    def __init__(self, workers, to_stderr: bool = False):
         self.width = max((len(w) for w in workers), default=0)
         self.lock = threading.Lock()
+        self.to_stderr = to_stderr  # --detach keeps stdout for the run id alone
 
     def output(self, worker: str, line: str) -> None:
         with self.lock:
-            sys.stdout.write(f"{worker:<{self.width}} | {line}\n")
-            sys.stdout.flush()
+            out = sys.stderr if self.to_stderr else sys.stdout
+            out.write(f"{worker:<{self.width}} | {line}\n")
+            out.flush()
 
     def report(self, text: str) -> None:
         with self.lock:
@@ -125,7 +127,7 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
         else:
             click.echo(core.render_plan(plan), nl=False)
         return
-    printer = _Printer(plan.workers)
+    printer = _Printer(plan.workers, to_stderr=detach)
     record = runs.RunRecord.create(plan, fleet_path=fleet.path)
     printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} "
                    f"({plan.num_processes} workers)")

@@ -1,0 +1,293 @@
+"""The launch plan (pure) and the hostside pieces that run without a worker.
+
+The golden file pins the whole `--dry-run` output for a 4-worker TPU lane;
+regenerate it with ORCH_UPDATE_GOLDEN=1 after an intended change and review
+the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hostside import launch_proc, launch_sync
+from hostside import launcher as hostside_launcher
+from orchestrator.cli import main
+from orchestrator.errors import LaunchError
+from orchestrator.fleet import load_fleet
+from orchestrator.launch import (LaunchOutcome, LaunchPlan, WorkerEnd, bundle_frontends, default_port,
+                                 parse_target, plan_launch, render_plan, with_ports)
+
+GOLDEN = Path(__file__).parent / "golden"
+RUN_ID = "train-20260101-000000-beef"
+
+FLEET = """\
+version: 1
+slices:
+  v6e-16:
+    accelerator_type: v6e-16
+    root: /var/lib/orch
+    skip_metadata_query: true
+    user: tpu-ops
+    workers:
+      - {index: 0, address: 34.1.0.2, internal_address: 10.128.0.2}
+      - {index: 1, address: 34.1.0.3, internal_address: 10.128.0.3}
+      - {index: 2, address: 34.1.0.4, internal_address: 10.128.0.4}
+      - {index: 3, address: 34.1.0.5, internal_address: 10.128.0.5}
+bundles:
+  torch-2.9:
+    python: "3.11"
+    pins: [torch==2.9.0, torch_xla==2.9.0, jax==0.9.0, jaxlib==0.9.0, libtpu==0.0.36]
+  jax-cpu:
+    python: "3.11"
+    pins: [jax==0.10.2, jaxlib==0.10.2]
+  torch-cpu:
+    python: "3.11"
+    pins: [torch==2.13.0+cpu]
+runtime_profiles:
+  tpu-default:
+    env:
+      PJRT_DEVICE: TPU
+      XLA_NO_SPECIAL_SCALARS: "1"
+      XLA_FLAGS: --xla_tpu_enable_async_collective_fusion=true
+    forbid: [XLA_USE_BF16, XLA_USE_SPMD]
+  cpu:
+    env: {JAX_PLATFORMS: cpu}
+  claims-rank:
+    env: {RANK: "7"}
+cache_policies:
+  per-host: {mode: per-host}
+lanes:
+  train:
+    workers: all
+    bundle: torch-2.9
+    runtime: tpu-default
+    cache: per-host
+    platform: tpu
+"""
+
+
+def fleet_with(tmp_path: Path, lanes: str | None = None, slice_extra: str = ""):
+    text = FLEET
+    if lanes is not None:
+        text = text[:text.index("lanes:")] + "lanes:\n" + textwrap.indent(textwrap.dedent(lanes), "  ")
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    return load_fleet(path)
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    return fleet_with(tmp_path)
+
+
+def test_dry_run_of_a_four_worker_plan_matches_the_golden_file(tmp_path, fleet):
+    result = CliRunner().invoke(main, ["--fleet", str(fleet.path), "launch", "--lane", "train", "--dry-run",
+                                       "--run-id", RUN_ID, "--timeout", "3600", "--name", "train",
+                                       "--", "train.py", "--steps", "100"])
+    assert result.exit_code == 0, result.output
+    golden = GOLDEN / "launch_dry_run_4_workers.txt"
+    if os.environ.get("ORCH_UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(result.output)
+    assert result.output == golden.read_text()
+
+
+def test_dry_run_as_json_is_the_plan_and_contacts_no_worker(fleet):
+    result = CliRunner().invoke(main, ["--fleet", str(fleet.path), "launch", "--lane", "train", "--dry-run",
+                                       "--json", "--run-id", RUN_ID, "--", "-m", "pkg.train", "--fast"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["run_id"] == RUN_ID
+    assert doc["target"] == {"kind": "module", "path": None, "module": "pkg.train", "args": ["--fast"]}
+    assert [p["process_id"] for p in doc["processes"]] == [0, 1, 2, 3]
+
+
+def test_process_ids_follow_the_lane_order_and_tpu_worker_id_stays_the_slice_index(tmp_path):
+    fleet = fleet_with(tmp_path, lanes="""\
+        a: {workers: "0-1", bundle: jax-cpu, runtime: cpu, platform: cpu}
+        b: {workers: [3, 2], bundle: jax-cpu, runtime: cpu, platform: cpu}
+        """)
+    plan = plan_launch(fleet, "b", ["x.py"], run_id=RUN_ID)
+    assert [(p.worker, p.process_id) for p in plan.processes] == [("v6e-16-w2", 0), ("v6e-16-w3", 1)]
+    assert [p.env["TPU_WORKER_ID"] for p in plan.processes] == ["2", "3"]
+    assert [p.env["RANK"] for p in plan.processes] == ["0", "1"]
+    assert {p.env["WORLD_SIZE"] for p in plan.processes} == {"2"}
+    assert plan.coordinator_address == "10.128.0.4"  # process 0's internal address
+    assert {p.env["MASTER_ADDR"] for p in plan.processes} == {"10.128.0.4"}
+
+
+def test_the_coordinator_port_comes_from_the_run_id_and_master_port_is_the_next_one(fleet):
+    plan = plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID)
+    assert plan.coordinator_port == default_port(RUN_ID) == plan_launch(fleet, "train", ["x.py"],
+                                                                          run_id=RUN_ID).coordinator_port
+    assert plan.coordinator_port % 2 == 0 and 20000 <= plan.coordinator_port < 30000
+    assert plan.processes[1].env["ORCH_COORDINATOR"] == f"10.128.0.2:{plan.coordinator_port}"
+    assert plan.processes[1].env["MASTER_PORT"] == str(plan.coordinator_port + 1)
+    moved = with_ports(plan, 31000)
+    assert moved.coordinator == "10.128.0.2:31000"
+    assert {p.env["MASTER_PORT"] for p in moved.processes} == {"31001"}
+    assert plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID, port=40000).master_port == 40001
+
+
+def test_each_lane_gets_its_frontends_start_up_contract(tmp_path):
+    fleet = fleet_with(tmp_path, lanes="""\
+        jaxcpu: {workers: "0-1", bundle: jax-cpu, runtime: cpu, platform: cpu}
+        torch: {workers: "2-3", bundle: torch-cpu, runtime: cpu, platform: cpu}
+        """)
+    jax_plan = plan_launch(fleet, "jaxcpu", ["x.py"], run_id=RUN_ID)
+    assert [c.action for c in jax_plan.contract] == ["jax.distributed.initialize"]
+    torch_plan = plan_launch(fleet, "torch", ["x.py"], run_id=RUN_ID)
+    assert [c.action for c in torch_plan.contract] == ["torch.distributed.env"]
+    assert bundle_frontends(["torch==2.9.0", "torch_xla[tpu]==2.9.0", "jax==0.9.0"]) == ("torch_xla", "jax")
+    tpu_plan = plan_launch(fleet_with(tmp_path), "train", ["x.py"], run_id=RUN_ID)
+    assert [c.action for c in tpu_plan.contract] == ["torch_xla.use_spmd", "jax.runtime-discovery"]
+
+
+def test_folklore_variables_and_orch_owned_variables_are_refused_at_plan_time(tmp_path, fleet):
+    with pytest.raises(LaunchError, match="XLA_USE_BF16 breaks the current Pallas attention path"):
+        plan_launch(fleet, "train", ["x.py"], extra_env={"XLA_USE_BF16": "1"})
+    with pytest.raises(LaunchError, match="--env sets MASTER_PORT, which orch launch sets for every process"):
+        plan_launch(fleet, "train", ["x.py"], extra_env={"MASTER_PORT": "1"})
+    claims = fleet_with(tmp_path, lanes="x: {workers: all, bundle: jax-cpu, runtime: claims-rank, platform: cpu}\n")
+    with pytest.raises(LaunchError, match="runtime profile 'claims-rank' sets RANK"):
+        plan_launch(claims, "x", ["x.py"])
+
+
+def test_extra_environment_joins_the_policy_before_orch_variables(fleet):
+    plan = plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID, extra_env={"JAX_NUM_CPU_DEVICES": "2"})
+    env = plan.processes[3].env
+    assert env["JAX_NUM_CPU_DEVICES"] == "2" and env["PJRT_DEVICE"] == "TPU"
+    assert env["TPU_SKIP_MDS_QUERY"] == "1" and env["TPU_ACCELERATOR_TYPE"] == "v6e-16"
+    assert env["TPU_WORKER_HOSTNAMES"] == "10.128.0.2,10.128.0.3,10.128.0.4,10.128.0.5"
+    assert env["ORCH_PROCESS_ID"] == "3" and env["ORCH_NUM_PROCESSES"] == "4" and env["ORCH_RUN_ID"] == RUN_ID
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "nothing to launch"),
+    (["-m"], "-m needs a module name"),
+    (["-m", "not a module"], "-m needs a module name"),
+    (["--steps", "3"], "expected SCRIPT.py or -m MODULE"),
+])
+def test_a_launch_without_a_script_or_module_is_refused(argv, message):
+    with pytest.raises(LaunchError, match=message):
+        parse_target(argv)
+
+
+def test_a_script_inside_the_workdir_runs_from_the_synced_copy(tmp_path, fleet):
+    code = tmp_path / "code"
+    code.mkdir()
+    plan = plan_launch(fleet, "train", [str(code / "train.py"), "-v"], run_id=RUN_ID, workdir=str(code))
+    assert plan.target.path == "train.py"
+    assert plan.workdir.remote.startswith("/var/lib/orch/code/code-")
+    assert plan.launch_doc(plan.processes[0])["cwd"] == plan.workdir.remote
+    with pytest.raises(LaunchError, match="is not inside --workdir"):
+        plan_launch(fleet, "train", ["/elsewhere/train.py"], workdir=str(code))
+
+
+def test_a_plan_survives_the_run_record_round_trip(fleet):
+    plan = plan_launch(fleet, "train", ["-m", "pkg.train", "a"], run_id=RUN_ID, timeout=60, name="n")
+    assert LaunchPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert render_plan(LaunchPlan.from_dict(plan.to_dict())) == render_plan(plan)
+
+
+def test_the_first_failure_is_the_earliest_non_zero_exit_and_torn_down_workers_are_not_failures(fleet):
+    plan = plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID)
+    ends = {
+        "v6e-16-w2": WorkerEnd("v6e-16-w2", 2, 3, ended_at=100.0),
+        "v6e-16-w0": WorkerEnd("v6e-16-w0", 0, None, signal=9, signal_name="SIGKILL", stopped=True, ended_at=100.2),
+        "v6e-16-w1": WorkerEnd("v6e-16-w1", 1, 134, ended_at=100.4),
+        "v6e-16-w3": WorkerEnd("v6e-16-w3", 3, 0, ended_at=99.0),
+    }
+    failures = sorted((e for e in ends.values() if e.failed and not e.stopped), key=lambda e: e.ended_at)
+    assert [e.worker for e in failures] == ["v6e-16-w2", "v6e-16-w1"]
+    assert ends["v6e-16-w0"].how() == "killed by signal 9 (SIGKILL)"
+    assert not ends["v6e-16-w3"].failed
+    out = LaunchOutcome(run_id=RUN_ID, status="failed", plan=plan, ends=ends, first_failure=failures[0],
+                        teardown={"done_at": 100.9}, released_at={"a": 10.0, "b": 10.004})
+    assert out.teardown_latency == pytest.approx(0.9)
+    assert out.start_skew == pytest.approx(0.004)
+    assert out.exit_code == 1 and not out.ok
+
+
+# -- hostside pieces, run locally -------------------------------------------------
+
+
+def test_a_posix_lock_on_the_libtpu_lockfile_is_found_with_its_holders_pid_and_command(tmp_path):
+    lockfile = tmp_path / "libtpu_lockfile"
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,sys,time; f=open(sys.argv[1],'a'); "
+                               "fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+                               str(lockfile)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        found = launch_proc.lock_holders(str(lockfile))
+        assert [h["pid"] for h in found] == [holder.pid]
+        assert "fcntl.lockf" in found[0]["command"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert launch_proc.lock_holders(str(lockfile)) == []  # a stale file without a lock holds nothing
+
+
+def test_terminate_ends_a_whole_process_group_and_escalates_to_kill(tmp_path):
+    # A leader that ignores TERM, with a child that ignores it too.
+    code = ("import signal,subprocess,sys,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "subprocess.Popen([sys.executable,'-c','import signal,time; signal.signal(signal.SIGTERM, "
+            "signal.SIG_IGN); time.sleep(60)']); print('up', flush=True); time.sleep(60)")
+    leader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    assert leader.stdout.readline().strip() == "up"
+    info = {"pgid": leader.pid, "sid": leader.pid}
+    time.sleep(0.2)
+    members = launch_proc.run_members("no-such-run", "w", info)
+    assert leader.pid in members and len(members) == 2
+    report = launch_proc.terminate(lambda: launch_proc.run_members("no-such-run", "w", info),
+                                   grace=0.3, pgid=leader.pid)
+    leader.wait(5)
+    assert leader.returncode == -signal.SIGKILL
+    assert sorted(report["kill"]) == sorted(members) and report["left"] == []
+
+
+def test_workdir_sync_ships_only_changes_removes_extras_and_verifies(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "pkg").mkdir(parents=True)
+    (src / "train.py").write_text("print('hi')\n")
+    (src / "pkg" / "m.py").write_text("X = 1\n")
+    (src / "pkg" / "__pycache__").mkdir()
+    (src / "pkg" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"junk")
+    wanted = launch_sync.manifest(str(src))
+    assert sorted(wanted) == ["pkg/m.py", "train.py"]
+    (dst / "old").mkdir(parents=True)
+    (dst / "old" / "gone.py").write_text("")
+    (dst / "train.py").write_text("print('hi')\n")
+    archive = tmp_path / "a.tgz"
+    import tarfile
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src / "pkg" / "m.py", arcname="pkg/m.py")
+    result = launch_sync.apply(str(dst), wanted, str(archive))
+    assert result == {"ok": True, "changed": ["pkg/m.py"], "deleted": ["old/gone.py"], "verified": 2,
+                      "mismatches": []}
+    assert not (dst / "old").exists()
+    (dst / "train.py").write_text("tampered\n")
+    assert launch_sync.apply(str(dst), wanted, None)["mismatches"] == ["train.py"]
+
+
+def test_the_launcher_refuses_folklore_from_the_worker_environment_before_any_import(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_USE_SPMD", "1")
+    doc = {"run_id": "r", "lane": "l", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1,
+           "target": {"kind": "script", "path": "x.py", "module": None, "args": []},
+           "env": {"PJRT_DEVICE": "CPU"}, "forbid": [], "run_dir": str(tmp_path)}
+    rec = hostside_launcher.Record(str(tmp_path / "record.json"), doc)
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # keep the test process's environment untouched
+    with pytest.raises(hostside_launcher.Refusal, match=r"XLA_USE_SPMD='1' is set: is not the SPMD switch.*"
+                                                        r"worker's environment"):
+        hostside_launcher.apply_policy(doc, rec)
