@@ -1,0 +1,88 @@
+"""`orch probe [--lane L] [--workers SEL] [--json] [--shallow] [--timeout S]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def register(main: click.Group) -> None:
+    main.add_command(probe)
+
+
+VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+
+
+@click.command("probe")
+@click.option("--lane", help="Only the workers of this lane.")
+@click.option("--workers", "selection", metavar="SEL", help="Names, globs or index ranges, comma-separated.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document with every worker's checks.")
+@click.option("--shallow", is_flag=True, help="Skip the runtime check (no frontend is imported).")
+@click.option("--timeout", type=float, metavar="S",
+              help="Seconds each worker's probe may take (default 90, shallow 30); a worker that does not "
+                   "answer in time is reported as transport.")
+@click.option("--plan", "show_plan", is_flag=True, help="Print the requests that would be sent, contact nothing.")
+@click.pass_obj
+def probe(obj, lane, selection, as_json, shallow, timeout, show_plan):
+    """Prove on every worker that the runtime answers from the intended device.
+
+    Checks host, bundle, device ownership, the runtime (a real import, device
+    list and computation under the lane's policy) and caches. Exits 1 when any
+    worker fails; the table names the owning layer and a remedy.
+    """
+    from orchestrator import probe as core
+
+    fleet = obj.fleet()
+    workers = fleet.select(lane=lane, workers=selection)
+    probe_plan = core.plan(fleet, workers, deep=not shallow, timeout=timeout)
+    if show_plan:
+        click.echo(json.dumps(probe_plan.to_dict(), indent=2))
+        return
+    overrides = {}
+    if timeout:
+        # A worker that cannot even be reached must not take longer than its probe may.
+        connect = obj.connect_timeout or fleet.model.ssh.connect_timeout
+        overrides["connect_timeout"] = min(connect, timeout)
+    with obj.transport(workers, **overrides) as transport:
+        report = core.sweep(probe_plan, transport)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        render(report)
+    if report.failed:
+        sys.exit(1)
+
+
+def render(report) -> None:
+    """The per-worker table, then the summary by layer and each failing layer's remedy."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(soft_wrap=False)
+    table = Table(title=f"orch probe ({'deep' if report.deep else 'shallow'}, {report.elapsed:.1f}s)",
+                  show_lines=False)
+    for col, kw in (("worker", {"no_wrap": True}), ("lane", {}), ("bundle", {}), ("answered", {}),
+                    ("verdict", {}), ("layer", {}), ("evidence", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for r in report.rows:
+        answered = r.answered or "-"
+        if r.platform and r.answered and r.platform.lower() not in r.answered.lower():
+            answered = f"{r.answered} (want {r.platform})"
+        table.add_row(r.worker, r.lane or "-", r.bundle_id or "-", answered,
+                      Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")), r.layer or "",
+                      Text(r.evidence[:400]))
+    console.print(table)
+    s = report.summary()
+    line = f"{s['ok']} ok, {s['warn']} warn, {s['fail']} fail of {s['workers']} worker(s)"
+    click.echo(line)
+    remedies = {}
+    for r in report.rows:
+        if r.failed:
+            remedies.setdefault(r.layer, r.remedy)
+    for layer, names in s["layers"].items():
+        click.echo(f"  {layer}: {', '.join(names)}")
+        if remedies.get(layer):
+            click.echo(f"    remedy: {remedies[layer]}")

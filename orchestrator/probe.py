@@ -1,0 +1,342 @@
+"""Probe sweeps: prove, on every worker, that the runtime answers from the intended device.
+
+`plan(fleet, workers)` builds one request per worker (the lane's bundle,
+runtime policy with explicit TPU topology, cache paths); `sweep(plan,
+transport)` runs `hostside.probe` on all of them in parallel and turns each
+answer into a `WorkerProbe` row with a verdict (ok, warn, fail) and, for a
+failure, the owning layer and a remedy from `orchestrator.diagnose`. A
+worker that cannot be reached or does not answer in time is a `transport`
+row; no worker is ever dropped from the report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from orchestrator.fleet import Fleet, WorkerRef
+from orchestrator.policy import runtime_policy
+from orchestrator.remote import ensure_hostside, job_document, run_hostside
+from orchestrator.transport import Result, Transport
+
+SCHEMA_VERSION = 1
+DEFAULT_TIMEOUT = 90.0          # seconds a worker's whole probe may take (deep)
+DEFAULT_SHALLOW_TIMEOUT = 30.0
+RUNTIME_TIMEOUT = 60.0          # seconds one frontend's runtime child may take
+# The hostside probe stops this much before the transport gives up on it, so
+# a slow runtime still yields a document instead of a dead connection.
+HOSTSIDE_MARGIN = 4.0
+
+# When several checks fail, the row's layer is the first of these: the
+# layer that explains the others (a held chip makes the runtime fail; wrong
+# wheels make it fail too).
+LAYER_ORDER = ("transport", "device-ownership", "bundle-skew", "runtime-proof", "cache", "memory",
+               "collective", "other")
+# The layer of a failing check when no known signature matches its evidence.
+CHECK_LAYER = {"host": "other", "bundle": "bundle-skew", "device": "device-ownership",
+               "runtime": "runtime-proof", "cache": "cache"}
+CACHE_FRONTENDS = ("jax", "torch_xla")
+
+
+# ---------------------------------------------------------------------------
+# Plan
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What one worker is asked to prove."""
+
+    worker: WorkerRef
+    lane: str | None
+    doc: dict            # the request hostside.probe reads (controller_time is added at send time)
+
+    def to_dict(self) -> dict:
+        return {"worker": self.worker.name, "lane": self.lane, "request": self.doc}
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """One request per worker, and the time each worker gets."""
+
+    requests: tuple[ProbeRequest, ...]
+    deep: bool
+    timeout: float
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "deep": self.deep, "timeout": self.timeout,
+                "requests": [r.to_dict() for r in self.requests]}
+
+
+def parse_pins(pins) -> dict[str, str]:
+    """['jax==0.10.2', 'torch_xla[tpu]==2.9.0'] -> {'jax': '0.10.2', 'torch-xla': '2.9.0'}."""
+    out = {}
+    for pin in pins:
+        m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*===?\s*(\S+)\s*$", pin)
+        if m:
+            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3)
+    return out
+
+
+def bundle_frontends(pins: dict[str, str], platform: str | None) -> list[str]:
+    """Frontends a bundle brings, from its pins (torch alone counts only on a cpu lane)."""
+    out = [f for f, dist in (("jax", "jax"), ("torch_xla", "torch-xla"), ("torch_tpu", "torch-tpu"))
+           if dist in pins]
+    if "torch" in pins and not {"torch-xla", "torch-tpu"} & set(pins) and platform != "tpu":
+        out.append("torch")
+    return out
+
+
+def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict]:
+    """The cache directories a worker of `lane` uses, and whether it writes or only reads them.
+
+    Paths carry a `{bundle_id}` placeholder: only the worker knows which
+    bundle its lane has active.
+    """
+    policy = fleet.cache_policy(lane)
+    if policy.mode == "off":
+        return []
+    if policy.mode == "per-host":
+        root, expect = policy.root or f"{worker.root}/cache", "writable"
+    else:
+        members = fleet.lane_workers(lane)
+        writer = policy.writer if policy.writer is not None else min(w.index for w in members)
+        root, expect = policy.root, ("writable" if worker.index == writer else "readonly")
+    return [{"frontend": f, "path": f"{root.rstrip('/')}/{lane}/{{bundle_id}}/{f}", "expect": expect}
+            for f in frontends if f in CACHE_FRONTENDS]
+
+
+def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True,
+                  timeout: float = DEFAULT_TIMEOUT) -> dict:
+    """The hostside.probe request for one worker (pure)."""
+    doc: dict = {"schema_version": SCHEMA_VERSION, "root": worker.root, "lane": worker.lane, "deep": deep,
+                 "deadline": max(5.0, timeout - HOSTSIDE_MARGIN),
+                 "runtime_timeout": min(RUNTIME_TIMEOUT, max(5.0, timeout - HOSTSIDE_MARGIN - 2))}
+    if worker.lane is None:
+        return doc
+    lane = fleet.lane(worker.lane)
+    bundle = fleet.bundle(lane.bundle)
+    pins = parse_pins(bundle.pins)
+    policy = runtime_policy(fleet, worker.lane, worker)
+    frontends = bundle_frontends(pins, lane.platform)
+    doc.update({"platform": lane.platform, "bundle": {"name": lane.bundle, "pins": pins, "python": bundle.python},
+                "frontends": frontends, "policy": {"env": dict(policy.env), "forbid": list(policy.forbid),
+                                                   "profile": policy.profile},
+                "caches": cache_entries(fleet, worker.lane, worker, frontends)})
+    return doc
+
+
+def plan(fleet: Fleet, workers: list[WorkerRef], *, deep: bool = True, timeout: float | None = None) -> ProbePlan:
+    """One request per worker (pure: nothing is contacted)."""
+    timeout = timeout or (DEFAULT_TIMEOUT if deep else DEFAULT_SHALLOW_TIMEOUT)
+    requests = tuple(ProbeRequest(worker=w, lane=w.lane, doc=build_request(fleet, w, deep=deep, timeout=timeout))
+                     for w in workers)
+    return ProbePlan(requests=requests, deep=deep, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check on one worker, with the owning layer when it failed."""
+
+    name: str
+    status: str
+    summary: str
+    evidence: tuple[str, ...]
+    elapsed: float
+    layer: str | None = None
+    remedy: str | None = None
+    signature: str | None = None     # the log line a known signature matched
+    signature_id: str | None = None
+    headline: str | None = None
+    data: dict = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "summary": self.summary,
+                "evidence": list(self.evidence), "elapsed": self.elapsed, "layer": self.layer,
+                "remedy": self.remedy, "signature": self.signature, "signature_id": self.signature_id,
+                "data": self.data}
+
+
+@dataclass(frozen=True)
+class WorkerProbe:
+    """One row of a sweep: a worker's verdict and the evidence for it."""
+
+    worker: str
+    lane: str | None
+    platform: str | None          # intended
+    bundle_id: str | None
+    answered: str | None          # device kind that actually answered ("cpu", "TPU v6 lite"), if probed
+    verdict: str                  # ok | warn | fail
+    layer: str | None             # owning layer of a failure
+    remedy: str | None
+    evidence: str                 # the one line that says why
+    checks: tuple[CheckOutcome, ...] = ()
+    elapsed: float = 0.0
+    error: str | None = None      # transport error, when the worker gave no document
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == "fail"
+
+    def check(self, name: str) -> CheckOutcome | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def to_dict(self) -> dict:
+        return {"worker": self.worker, "lane": self.lane, "platform": self.platform, "bundle_id": self.bundle_id,
+                "answered": self.answered, "verdict": self.verdict, "layer": self.layer, "remedy": self.remedy,
+                "evidence": self.evidence, "elapsed": round(self.elapsed, 3), "error": self.error,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """Every worker's row, in plan order, and a summary by layer."""
+
+    rows: tuple[WorkerProbe, ...]
+    deep: bool
+    elapsed: float
+
+    @property
+    def failed(self) -> bool:
+        return any(r.failed for r in self.rows)
+
+    def summary(self) -> dict:
+        """Counts by verdict and the failing workers of each layer."""
+        layers: dict[str, list[str]] = {}
+        for r in self.rows:
+            if r.failed:
+                layers.setdefault(r.layer or "other", []).append(r.worker)
+        ordered = {k: layers[k] for k in LAYER_ORDER if k in layers}
+        counts = {v: sum(1 for r in self.rows if r.verdict == v) for v in ("ok", "warn", "fail")}
+        return {"workers": len(self.rows), **counts, "layers": ordered}
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "deep": self.deep, "elapsed": round(self.elapsed, 3),
+                "summary": self.summary(), "rows": [r.to_dict() for r in self.rows]}
+
+
+def _diagnosis(text: str):
+    """(finding or None) from the diagnosis table; None when nothing matches."""
+    from orchestrator.diagnose import diagnose
+
+    return diagnose(text) if text.strip() else None
+
+
+def _layer_remedy(layer: str) -> str:
+    from orchestrator.diagnose import layer_remedy
+
+    try:
+        return layer_remedy(layer)
+    except ValueError:
+        return layer_remedy("other")
+
+
+def judge_check(check: dict) -> CheckOutcome:
+    """A hostside check with its owning layer and remedy when it failed (pure)."""
+    name = str(check.get("name", "?"))
+    status = str(check.get("status", "fail"))
+    evidence = tuple(str(e) for e in check.get("evidence") or ())
+    layer = remedy = signature = signature_id = None
+    if status == "fail":
+        finding = _diagnosis("\n".join(evidence + (str(check.get("summary", "")),)))
+        if finding is not None:
+            layer, remedy, signature = finding.layer, finding.remedy, finding.line
+            signature_id = getattr(finding, "signature_id", None) or getattr(finding, "id", None)
+        else:
+            layer = check.get("layer") or CHECK_LAYER.get(name, "other")
+            remedy = _layer_remedy(layer)
+    return CheckOutcome(name=name, status=status, summary=str(check.get("summary", "")), evidence=evidence,
+                        elapsed=float(check.get("elapsed") or 0.0), layer=layer, remedy=remedy,
+                        signature=signature, signature_id=signature_id, headline=check.get("headline"),
+                        data=check.get("data") or {})
+
+
+def judge(worker: str, lane: str | None, doc: dict, *, elapsed: float = 0.0) -> WorkerProbe:
+    """A worker's row from its hostside.probe document (pure)."""
+    checks = tuple(judge_check(c) for c in doc.get("checks") or ())
+    runtime = next((c for c in checks if c.name == "runtime"), None)
+    answered = None
+    if runtime is not None and runtime.data.get("answered"):
+        a = runtime.data["answered"]
+        answered = str(a.get("device_kind") or a.get("platform") or "?")
+    failing = [c for c in checks if c.status == "fail"]
+    warning = [c for c in checks if c.status == "warn"]
+    base = dict(worker=worker, lane=lane, platform=doc.get("platform"), bundle_id=doc.get("bundle_id"),
+                answered=answered, checks=checks, elapsed=elapsed)
+    if failing:
+        deciding = min(failing, key=lambda c: LAYER_ORDER.index(c.layer) if c.layer in LAYER_ORDER else 99)
+        line = deciding.signature or deciding.headline or deciding.summary
+        if deciding.signature and deciding.headline and deciding.headline != deciding.signature:
+            line = f"{deciding.headline} -- {deciding.signature.strip()}"
+        return WorkerProbe(**base, verdict="fail", layer=deciding.layer, remedy=deciding.remedy,
+                           evidence=f"{deciding.name}: {line}")
+    if warning:
+        first = warning[0]
+        return WorkerProbe(**base, verdict="warn", layer=None, remedy=None,
+                           evidence=f"{first.name}: {first.headline or first.summary}")
+    shown = runtime if runtime is not None and runtime.status == "ok" else next(
+        (c for c in checks if c.name == "bundle" and c.status == "ok"), None) or next(iter(checks), None)
+    return WorkerProbe(**base, verdict="ok", layer=None, remedy=None,
+                       evidence=f"{shown.name}: {shown.summary}" if shown else "")
+
+
+def unreachable(worker: str, lane: str | None, platform: str | None, result: Result) -> WorkerProbe:
+    """A `transport` row for a worker that gave no document (unreachable, timed out, no hostside)."""
+    text = result.error or result.describe()
+    if result.error is None:
+        # The worker answered but the job did not (no Python, crash): not a transport failure.
+        finding = _diagnosis(result.stderr + "\n" + result.stdout)
+        layer = finding.layer if finding else "other"
+        remedy = finding.remedy if finding else _layer_remedy(layer)
+        line = finding.line if finding else (result.tail("stderr", 1) or text)
+        return WorkerProbe(worker=worker, lane=lane, platform=platform, bundle_id=None, answered=None,
+                           verdict="fail", layer=layer, remedy=remedy, evidence=f"probe: {line}",
+                           elapsed=result.elapsed, error=text)
+    finding = _diagnosis(text)
+    remedy = finding.remedy if finding is not None and finding.layer == "transport" else _layer_remedy("transport")
+    return WorkerProbe(worker=worker, lane=lane, platform=platform, bundle_id=None, answered=None,
+                       verdict="fail", layer="transport", remedy=remedy, evidence=text,
+                       elapsed=result.elapsed, error=text)
+
+
+# ---------------------------------------------------------------------------
+# Sweep
+
+
+def probe_one(transport: Transport, request: ProbeRequest, timeout: float) -> Result:
+    """Run hostside.probe on one worker; the Result carries its JSON document on stdout."""
+    w = request.worker
+    ready = ensure_hostside(transport, w)
+    if not ready.ok:
+        return ready
+    doc = {**request.doc, "controller_time": time.time()}
+    # The request travels as one argument (a few KB): stdin forwarding over
+    # the SSH channel is slower and has stalled on larger inputs.
+    return run_hostside(transport, w, "probe", ["--request", json.dumps(doc, separators=(",", ":"))],
+                        python=w.python, timeout=timeout)
+
+
+def sweep(probe_plan: ProbePlan, transport: Transport) -> ProbeReport:
+    """Probe every planned worker in parallel; one row per worker, in plan order."""
+    start = time.monotonic()
+    by_name = {r.worker.name: r for r in probe_plan.requests}
+    results = transport.map(lambda w: probe_one(transport, by_name[w.name], probe_plan.timeout), list(by_name))
+    rows = []
+    for name, request in by_name.items():
+        result = results[name]
+        platform = request.doc.get("platform")
+        if result.error is not None or not result.stdout.strip():
+            rows.append(unreachable(name, request.lane, platform, result))
+            continue
+        try:
+            doc = job_document(result)
+        except Exception:
+            rows.append(unreachable(name, request.lane, platform, result))
+            continue
+        rows.append(judge(name, request.lane, doc, elapsed=result.elapsed))
+    return ProbeReport(rows=tuple(rows), deep=probe_plan.deep, elapsed=time.monotonic() - start)
