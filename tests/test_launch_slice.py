@@ -1,0 +1,296 @@
+"""`orch launch` on the local slice: real sshd workers, real jax and torch processes.
+
+Which processes belong to a run is checked independently of orch's own
+bookkeeping: on every worker, every process whose environment carries the
+run's ORCH_RUN_ID or whose command line names the run's directory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import orch_executable
+
+pytestmark = [pytest.mark.ssh, pytest.mark.e2e]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# Prints "pid command" for every process of run argv[1] on this worker.
+LIST_RUN = r"""
+import os, sys
+rid = sys.argv[1].encode()
+for p in os.listdir('/proc'):
+    if not p.isdigit() or int(p) == os.getpid():
+        continue
+    try:
+        env = open(f'/proc/{p}/environ', 'rb').read().split(b'\0')
+        cmd = open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\0', b' ')
+        state = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]
+    except OSError:
+        continue
+    if state != 'Z' and (b'ORCH_RUN_ID=' + rid in env or b'/runs/' + rid in cmd):
+        print(p, cmd.decode(errors='replace')[:200])
+"""
+
+
+@pytest.fixture
+def runs_dir(tmp_path) -> Path:
+    return tmp_path / "runs"
+
+
+def orch(slice4, runs_dir, *args, fleet=None, **kwargs):
+    env = {"ORCH_RUNS_DIR": str(runs_dir), **({"ORCH_FLEET": str(fleet)} if fleet else {})}
+    return slice4.orch(*args, env=env, **kwargs)
+
+
+def run_processes(slice4, run_id: str) -> dict[str, list[str]]:
+    """Processes of `run_id`, listed on every worker."""
+    out = {}
+    for w in slice4.workers:
+        res = slice4.ssh(w, "python3", "-c", LIST_RUN, run_id, check=True)
+        out[w] = [line for line in res.stdout.splitlines() if line.strip()]
+    return out
+
+
+def no_processes_left(slice4, run_id: str) -> bool:
+    return not any(run_processes(slice4, run_id).values())
+
+
+def results(stdout: str) -> list[dict]:
+    """The RESULT lines the examples print, one per process."""
+    found = []
+    for line in stdout.splitlines():
+        m = re.search(r"\| RESULT (.*)$", line)
+        if m:
+            found.append(dict(kv.split("=", 1) for kv in m.group(1).split()))
+    return found
+
+
+def run_record(runs_dir: Path, run_id: str) -> dict:
+    return json.loads((runs_dir / run_id / "run.json").read_text())
+
+
+def run_id_from(stderr: str) -> str:
+    return re.search(r"orch: run (\S+):", stderr).group(1)
+
+
+def start_orch(slice4, runs_dir, *args, fleet=None) -> subprocess.Popen:
+    import os
+
+    from orchestrator import sandbox
+
+    env = {**os.environ, "ORCH_FLEET": str(fleet or slice4.fleet_path), sandbox.DIR_ENV: str(slice4.dir),
+           "ORCH_RUNS_DIR": str(runs_dir)}
+    return subprocess.Popen([orch_executable(), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+
+
+def read_until(proc: subprocess.Popen, pattern: str, timeout: float = 180) -> list[str]:
+    seen = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        seen.append(line)
+        if re.search(pattern, line):
+            return seen
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(seen[-40:])}")
+
+
+# -- acceptance: the examples ---------------------------------------------------------
+
+
+def test_jax_example_runs_on_four_workers_and_every_worker_reports_the_same_global_loss(slice4, jax_cpu_lane,
+                                                                                          runs_dir):
+    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--env", "JAX_NUM_CPU_DEVICES=2",
+               "--workdir", str(EXAMPLES), "--", "jax_spmd.py", "--steps", "8", timeout=300)
+    found = results(res.stdout)
+    assert sorted(int(r["process"]) for r in found) == [0, 1, 2, 3]
+    assert {r["processes"] for r in found} == {"4"}
+    assert {r["global_devices"] for r in found} == {"8"}  # 4 processes x 2 CPU devices
+    assert len({r["loss"] for r in found}) == 1
+    run_id = run_id_from(res.stderr)
+    rec = run_record(runs_dir, run_id)
+    assert rec["state"] == "succeeded"
+    assert rec["outcome"]["start_skew"] < 0.5
+    worker = json.loads((runs_dir / run_id / "workers" / "slice-w2.json").read_text())["record"]
+    assert [s["name"] for s in worker["steps"]] == ["policy", "import jax", "cache-init", "wait-release",
+                                                    "distributed-init", "user-code"]
+    assert [s["status"] for s in worker["steps"]][2] == "skipped"
+    assert worker["process_id"] == 2 and worker["num_processes"] == 4
+    assert worker["jax_distributed_owner"] == "launcher"
+    assert any("called jax.distributed.initialize(); the launcher already did" in n["text"]
+               for n in worker["notes"])
+    assert worker["versions"]["jax"] == "0.10.2"
+    assert worker["exit"]["code"] == 0
+    assert no_processes_left(slice4, run_id)
+
+
+def test_torch_ddp_example_runs_on_four_workers_over_gloo(slice4, torch_cpu_lane, torch_cpu_fleet, runs_dir):
+    res = orch(slice4, runs_dir, "launch", "--lane", "torch", "--workdir", str(EXAMPLES), "--",
+               "torch_ddp.py", "--steps", "8", fleet=torch_cpu_fleet, timeout=300)
+    found = results(res.stdout)
+    assert sorted(int(r["process"]) for r in found) == [0, 1, 2, 3]
+    assert {r["processes"] for r in found} == {"4"}
+    assert {r["global_devices"] for r in found} == {"4"}
+    assert len({r["loss"] for r in found}) == 1
+    assert "rank 3: collective check ok (global sum 10)" in res.stdout
+    assert no_processes_left(slice4, run_id_from(res.stderr))
+
+
+# -- gang semantics ------------------------------------------------------------------
+
+
+def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu_lane, runs_dir):
+    proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
+                      "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", "--fail-process", "2",
+                      "--fail-after", "3", "--fail-code", "3")
+    try:
+        seen = read_until(proc, r"slice-w2 \| process 2: failing on purpose")
+        failed_at = time.monotonic()
+        run_id = run_id_from("".join(seen))
+        while not no_processes_left(slice4, run_id):
+            assert time.monotonic() - failed_at < 3.0, run_processes(slice4, run_id)
+            time.sleep(0.05)
+        gone_after = time.monotonic() - failed_at
+        rest = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    assert "slice-w2 (process 2) failed first: exit code 3" in rest
+    rec = run_record(runs_dir, run_id)
+    assert rec["outcome"]["first_failure"]["worker"] == "slice-w2"
+    assert rec["outcome"]["teardown_latency"] < 3.0
+    assert gone_after < 3.0
+    assert {e["stopped"] for w, e in rec["outcome"]["ends"].items() if w != "slice-w2"} == {True}
+
+
+def test_ctrl_c_on_the_controller_leaves_no_process_on_any_worker(slice4, jax_cpu_lane, runs_dir):
+    proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
+                      "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2")
+    try:
+        seen = read_until(proc, r"step 3 loss")
+        run_id = run_id_from("".join(seen))
+        assert any(run_processes(slice4, run_id).values())
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted (Ctrl-C) on the controller" in rest
+    assert no_processes_left(slice4, run_id)
+
+
+def test_timeout_tears_the_gang_down(slice4, jax_cpu_lane, runs_dir):
+    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--timeout", "4", "--grace", "1", "--workdir",
+               str(EXAMPLES), "--", "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", check=False,
+               timeout=180)
+    assert res.returncode == 124, res.stderr
+    assert "exceeded its timeout of 4s" in res.stderr
+    assert no_processes_left(slice4, run_id_from(res.stderr))
+
+
+# -- preflight ------------------------------------------------------------------------
+
+
+HOLD_LOCK = ("import fcntl, time; f = open('/tmp/libtpu_lockfile', 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+             "time.sleep(600)")
+
+
+def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_orphans(slice4, jax_cpu_lane,
+                                                                                        runs_dir, tmp_path):
+    sleeper = tmp_path / "code"
+    sleeper.mkdir()
+    (sleeper / "sleep.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
+    # An orphan of an earlier orch run: a detached run whose supervisors are then killed.
+    earlier = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--workdir", str(sleeper), "--",
+                   "sleep.py", timeout=180).stdout.strip()
+    slice4.ssh("slice-w3", "sh", "-c", f"kill -9 $(python3 -c \"import json; "
+               f"print(json.load(open('/var/lib/orch/runs/{earlier}/pid'))['supervisor_pid'])\")", check=True)
+    holder = slice4.ssh("slice-w1", "sh", "-c", f"setsid python3 -c \"{HOLD_LOCK}\" </dev/null >/dev/null 2>&1 & "
+                        "echo $!", check=True).stdout.strip()
+    try:
+        time.sleep(0.5)
+        refused = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
+                       "jax_spmd.py", check=False, timeout=120)
+        assert refused.returncode == 1
+        assert re.search(rf"slice-w1: /tmp/libtpu_lockfile is locked by pid {holder} \(python3 -c import fcntl",
+                         refused.stderr), refused.stderr
+        assert "not started by orch, so --reclaim leaves it alone" in refused.stderr
+        assert f"earlier run {earlier} still has" in refused.stderr
+        assert any(run_processes(slice4, earlier).values())
+
+        reclaimed = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--reclaim", "--workdir", str(EXAMPLES),
+                         "--", "jax_spmd.py", check=False, timeout=120)
+        assert reclaimed.returncode == 1  # still refused: the foreign holder stays
+        assert f"slice-w3: ended 1 process(es) of earlier run {earlier}" in reclaimed.stderr
+        assert f"is locked by pid {holder}" in reclaimed.stderr
+        assert no_processes_left(slice4, earlier)
+        assert slice4.ssh("slice-w1", "kill", "-0", holder).returncode == 0
+    finally:
+        slice4.ssh("slice-w1", "kill", holder)
+        orch(slice4, runs_dir, "stop", earlier, "--grace", "1", check=False)
+
+
+def test_a_lane_with_two_bundles_active_is_refused_naming_workers_and_bundles(slice4, jax_cpu_lane, runs_dir):
+    active = "/var/lib/orch/lanes/cpu/active"
+    target = slice4.ssh("slice-w2", "readlink", active, check=True).stdout.strip()
+    other = "/var/lib/orch/envs/other-jax-cpu"
+    slice4.ssh("slice-w2", "sh", "-c", f'mkdir -p {other}/bin && ln -sfn "$(readlink -f {target}/bin/python)" '
+               f"{other}/bin/python && ln -sfn {other} {active}", check=True)
+    try:
+        res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--", "/nonexistent.py", check=False, timeout=120)
+    finally:
+        slice4.ssh("slice-w2", "sh", "-c", f"ln -sfn {target} {active} && rm -rf {other}", check=True)
+    assert res.returncode == 1
+    assert (f"lane 'cpu' has a mixed stack: slice-w0, slice-w1, slice-w3 run {Path(target).name} ({target}); "
+            f"slice-w2 runs other-jax-cpu ({other})") in res.stderr
+
+
+# -- detached runs ----------------------------------------------------------------------
+
+
+def test_a_detached_run_can_be_listed_inspected_followed_and_stopped(slice4, jax_cpu_lane, runs_dir):
+    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--name", "bg", "--workdir",
+               str(EXAMPLES), "--", "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", timeout=180)
+    run_id = res.stdout.strip()
+    assert re.fullmatch(r"bg-\d{8}-\d{6}-[0-9a-f]{4}", run_id), res.stdout
+    try:
+        assert run_id in orch(slice4, runs_dir, "runs").stdout
+        status = json.loads(orch(slice4, runs_dir, "status", "bg", "--json").stdout)
+        assert status["state"] == "running"
+        assert {w["state"] for w in status["workers"].values()} == {"running"}
+        time.sleep(1.0)
+        logs = orch(slice4, runs_dir, "logs", run_id, "--worker", "slice-w1").stdout
+        assert "slice-w1 | process 1 step 0 loss" in logs
+        stopped = orch(slice4, runs_dir, "stop", "bg", "--grace", "1", timeout=60)
+        assert "ended 4 process(es) on 4 workers" in stopped.stderr
+        assert no_processes_left(slice4, run_id)
+        after = json.loads(orch(slice4, runs_dir, "status", run_id, "--json", check=False).stdout)
+        assert {w["state"] for w in after["workers"].values()} == {"exited"}
+        assert all("stopped by orch" in w["exit"]["reason"] for w in after["workers"].values())
+    finally:
+        orch(slice4, runs_dir, "stop", run_id, "--grace", "1", check=False)
+
+
+def test_attach_resumes_the_gang_rule_for_a_detached_run(slice4, jax_cpu_lane, runs_dir):
+    run_id = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--workdir", str(EXAMPLES), "--",
+                  "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", "--fail-process", "1",
+                  "--fail-after", "25", timeout=180).stdout.strip()
+    try:
+        res = orch(slice4, runs_dir, "attach", run_id, check=False, timeout=120)
+        assert res.returncode == 1, res.stderr
+        assert "slice-w1 (process 1) failed first: exit code 3" in res.stderr
+        assert "slice-w0 | process 0 step" in res.stdout
+        assert no_processes_left(slice4, run_id)
+    finally:
+        orch(slice4, runs_dir, "stop", run_id, "--grace", "1", check=False)
