@@ -1,0 +1,450 @@
+"""Worker side of `orch deploy`: store, lock, install, activate, roll back.
+
+    python3 -m hostside.deploy ACTION < request.json
+
+Actions: begin, receive, serve, fetch, stop-serve, install, activate, unlock,
+rollback, status. Each reads one JSON request on stdin and prints one JSON
+document. Nothing here switches a lane's active bundle until its environment
+is complete and verified; a failed install leaves no partial environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+from hostside import SCHEMA_VERSION
+from hostside.layout import Layout
+
+COMPLETE = ".orch-complete"
+MANIFEST = "orch-bundle.json"
+
+
+class DeployFailure(Exception):
+    """A step failed; `reason` is shown to the operator as is."""
+
+
+def _write_atomic(path: str, data: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _env_id(layout: Layout, link: str) -> str | None:
+    try:
+        return os.path.basename(os.readlink(link).rstrip("/"))
+    except OSError:
+        return None
+
+
+def _complete(layout: Layout, bundle_id: str) -> bool:
+    return os.path.exists(os.path.join(layout.env(bundle_id), COMPLETE))
+
+
+def _read_lock(path: str) -> dict | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"holder": "unreadable lock file", "heartbeat": 0}
+
+
+# -- actions ------------------------------------------------------------------
+
+
+def begin(req: dict) -> dict:
+    """Check the lane: refuse if another deploy holds it, say `unchanged` if
+    the bundle is already active, else take the lock and list missing wheels."""
+    layout = Layout(req["root"])
+    lane, bundle_id = req["lane"], req["bundle_id"]
+    lock_path = layout.deploy_lock(lane)
+    os.makedirs(layout.lane_dir(lane), exist_ok=True)
+    now = time.time()
+    recovered = None
+    holder = _read_lock(lock_path)
+    if holder is not None:
+        age = now - float(holder.get("heartbeat", 0))
+        stale = age > float(req.get("stale_after", 300)) or holder.get("token") in req.get("steal", [])
+        if not stale:
+            return {"state": "locked", "holder": holder, "heartbeat_age": round(age, 1)}
+        recovered = holder
+        os.unlink(lock_path)
+    active = _env_id(layout, layout.active(lane))
+    if active == bundle_id and _complete(layout, bundle_id):
+        return {"state": "unchanged", "active": active, "recovered_lock": recovered}
+    lock = dict(req["holder"], heartbeat=now)
+    try:
+        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return {"state": "locked", "holder": _read_lock(lock_path), "heartbeat_age": 0.0}
+    with os.fdopen(fd, "w") as fh:
+        json.dump(lock, fh)
+    missing = [w for w in req["wheels"]
+               if not os.path.exists(layout.wheel(w["sha256"], w["filename"]))]
+    return {"state": "locked-by-us", "active": active, "missing": missing, "recovered_lock": recovered,
+            "env_complete": _complete(layout, bundle_id),
+            "disk_free_bytes": shutil.disk_usage(req["root"]).free}
+
+
+def receive(req: dict) -> dict:
+    """Move uploaded files (in the store's incoming dir) into the store after
+    checking sha256 and size; a mismatching file is deleted, never kept."""
+    layout = Layout(req["root"])
+    stored, bad = [], []
+    for item in req["files"]:
+        src = item["path"]
+        try:
+            size = os.path.getsize(src)
+            digest = _sha256(src)
+        except OSError as exc:
+            bad.append({"filename": item["filename"], "reason": f"unreadable upload: {exc.strerror}"})
+            continue
+        if digest != item["sha256"] or size != item["size"]:
+            os.unlink(src)
+            bad.append({"filename": item["filename"],
+                        "reason": f"sha256 mismatch: expected {item['sha256']} ({item['size']} bytes), "
+                                  f"got {digest} ({size} bytes); file discarded"})
+            continue
+        dest = layout.wheel(item["sha256"], item["filename"])
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        os.replace(src, dest)
+        stored.append(item["filename"])
+    return {"stored": stored, "bad": bad}
+
+
+def serve(req: dict) -> dict:
+    """Start a short-lived HTTP server over the store for the other workers
+    (detached; it exits by itself after `lifetime` seconds or on stop-serve)."""
+    layout = Layout(req["root"])
+    token = req["token"]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((req.get("bind", "0.0.0.0"), 0))
+    port = sock.getsockname()[1]
+    pid = os.fork()
+    if pid:
+        sock.close()
+        _write_atomic(os.path.join(layout.root, "serve", f"{token}.pid"), str(pid))
+        return {"port": port, "pid": pid}
+    # child: detach fully so the SSH session can end
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    signal.alarm(int(req.get("lifetime", 900)))
+    _serve_forever(sock, layout.store, token)
+    os._exit(0)
+
+
+def _serve_forever(sock: socket.socket, store: str, token: str) -> None:
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # /<token>/<sha256>/<filename>
+            parts = self.path.strip("/").split("/")
+            if len(parts) != 3 or parts[0] != token or "/" in parts[2] or parts[2].startswith("."):
+                self.send_error(404)
+                return
+            path = os.path.join(store, parts[1], parts[2])
+            if not os.path.isfile(path):
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(os.path.getsize(path)))
+            self.end_headers()
+            with open(path, "rb") as fh:
+                shutil.copyfileobj(fh, self.wfile, 1 << 20)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("", 0), Handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = sock
+    sock.listen(64)
+    server.serve_forever()
+
+
+def stop_serve(req: dict) -> dict:
+    path = os.path.join(req["root"], "serve", f"{req['token']}.pid")
+    try:
+        pid = int(open(path).read())
+        os.kill(pid, signal.SIGTERM)
+        stopped = True
+    except (OSError, ValueError):
+        stopped = False
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return {"stopped": stopped}
+
+
+def fetch(req: dict) -> dict:
+    """Download wheels from the seed worker's server into the store, verified."""
+    import urllib.request
+
+    layout = Layout(req["root"])
+    incoming = os.path.join(layout.store, ".incoming")
+    os.makedirs(incoming, exist_ok=True)
+    fetched, failed, nbytes = [], [], 0
+    for w in req["wheels"]:
+        dest = layout.wheel(w["sha256"], w["filename"])
+        if os.path.exists(dest):
+            continue
+        url = f"{req['url']}/{w['sha256']}/{w['filename']}"
+        fd, tmp = tempfile.mkstemp(prefix=w["sha256"][:12] + ".", dir=incoming)
+        try:
+            h = hashlib.sha256()
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=req.get("timeout", 60)) as resp:
+                for chunk in iter(lambda: resp.read(1 << 20), b""):
+                    h.update(chunk)
+                    out.write(chunk)
+                    nbytes += len(chunk)
+            if h.hexdigest() != w["sha256"]:
+                raise DeployFailure(f"sha256 mismatch from seed: got {h.hexdigest()}")
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.replace(tmp, dest)
+            fetched.append(w["filename"])
+        except Exception as exc:  # report per wheel; the controller falls back to a direct push
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            failed.append({"filename": w["filename"], "reason": f"{exc.__class__.__name__}: {exc}"})
+    return {"fetched": fetched, "failed": failed, "bytes": nbytes}
+
+
+def _uv(layout: Layout, uv_wheel: dict) -> str:
+    """The uv binary, unpacked once from its wheel in the store."""
+    tool_dir = os.path.join(layout.root, "tools", "uv-" + uv_wheel["sha256"][:16])
+    binary = os.path.join(tool_dir, "uv")
+    if os.path.exists(binary):
+        return binary
+    src = layout.wheel(uv_wheel["sha256"], uv_wheel["filename"])
+    tmp = tempfile.mkdtemp(prefix=".uv-", dir=_mkdirs(layout.root, "tools"))
+    with zipfile.ZipFile(src) as zf:
+        member = next((n for n in zf.namelist() if n.endswith(".data/scripts/uv")), None)
+        if member is None:
+            raise DeployFailure(f"{uv_wheel['filename']} has no uv binary")
+        with zf.open(member) as fh, open(os.path.join(tmp, "uv"), "wb") as out:
+            shutil.copyfileobj(fh, out)
+    os.chmod(os.path.join(tmp, "uv"), 0o755)
+    try:
+        os.rename(tmp, tool_dir)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return binary
+
+
+def _mkdirs(*parts: str) -> str:
+    path = os.path.join(*parts)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def install(req: dict) -> dict:
+    """Create the bundle's environment offline from the store (hashes required),
+    verify every distribution's version, then mark it complete. On any failure
+    the partial environment is removed."""
+    layout = Layout(req["root"])
+    bundle_id = req["bundle_id"]
+    env = layout.env(bundle_id)
+    if _complete(layout, bundle_id):
+        return {"installed": False, "env": env, "elapsed": 0.0}
+    start = time.monotonic()
+    links = _mkdirs(layout.root, "envs", f".{bundle_id}.links")
+    try:
+        if os.path.exists(env):
+            shutil.rmtree(env)  # an earlier install died half way
+        for w in req["wheels"]:
+            link = os.path.join(links, w["filename"])
+            if not os.path.lexists(link):
+                os.symlink(layout.wheel(w["sha256"], w["filename"]), link)
+        reqs = os.path.join(links, "requirements.txt")
+        with open(reqs, "w") as fh:
+            for w in req["wheels"]:
+                fh.write(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n")
+        uv = _uv(layout, req["uv"])
+        uv_env = dict(os.environ, UV_CACHE_DIR=os.path.join(layout.root, "uv-cache"), UV_NO_CONFIG="1",
+                      UV_PYTHON_DOWNLOADS="never")
+        _run([uv, "venv", "--quiet", "--python", req["python"], "--python-preference", "only-system", env],
+             uv_env, "creating the environment")
+        _run([uv, "pip", "install", "--quiet", "--offline", "--no-index", "--no-deps", "--require-hashes",
+              "--find-links", links, "--python", os.path.join(env, "bin", "python"), "-r", reqs],
+             uv_env, "installing the bundle's wheels")
+        installed = _installed_versions(os.path.join(env, "bin", "python"))
+        wrong = {w["name"]: (w["version"], installed.get(w["name"])) for w in req["wheels"]
+                 if installed.get(w["name"]) != w["version"]}
+        if wrong:
+            raise DeployFailure("installed versions differ from the lock: " + ", ".join(
+                f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items())))
+        manifest = {"schema_version": SCHEMA_VERSION, "bundle_id": bundle_id, "bundle": req["bundle"],
+                    "python": req["python"], "lock_digest": req.get("lock_digest"),
+                    "distributions": {w["name"]: w["version"] for w in req["wheels"]},
+                    "installed_at": time.time()}
+        _write_atomic(os.path.join(env, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+        _write_atomic(os.path.join(env, COMPLETE), "")
+    except BaseException as exc:
+        shutil.rmtree(env, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno == 28:
+            raise DeployFailure(f"no space left on device under {layout.root} "
+                                f"({shutil.disk_usage(layout.root).free // 2**20} MiB free)") from None
+        raise
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+    return {"installed": True, "env": env, "elapsed": round(time.monotonic() - start, 3)}
+
+
+def _run(argv: list[str], env: dict, what: str) -> None:
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+        text = " | ".join(tail)
+        if "No space left on device" in text or "os error 28" in text:
+            raise DeployFailure(f"{what}: no space left on device ({text})")
+        raise DeployFailure(f"{what} failed (exit {proc.returncode}): {text}")
+
+
+def _installed_versions(python: str) -> dict:
+    code = ("import json, importlib.metadata as m, re\n"
+            "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
+            "for d in m.distributions()}))")
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DeployFailure(f"cannot list installed distributions: {proc.stderr.strip()[-300:]}")
+    return json.loads(proc.stdout)
+
+
+def activate(req: dict) -> dict:
+    """Point the lane at the bundle atomically (symlink swap), record a receipt,
+    release the lock."""
+    layout = Layout(req["root"])
+    lane, bundle_id = req["lane"], req["bundle_id"]
+    if not _complete(layout, bundle_id):
+        raise DeployFailure(f"environment {bundle_id} is not complete; not activating")
+    previous = _env_id(layout, layout.active(lane))
+    if previous != bundle_id:
+        _swap(layout.active(lane), bundle_id)
+        if previous:
+            _swap(layout.previous(lane), previous)
+    receipt = {"schema_version": SCHEMA_VERSION, "event": "deploy", "lane": lane, "bundle": req["bundle"],
+               "bundle_id": bundle_id, "lock_digest": req.get("lock_digest"), "previous": previous,
+               "time": time.time(), "controller": req.get("holder", {}).get("controller")}
+    _append(layout.deploy_receipts(lane), receipt)
+    unlock(req)
+    return {"active": bundle_id, "previous": previous, "receipt": receipt}
+
+
+def _swap(link: str, bundle_id: str) -> None:
+    tmp = f"{link}.new-{os.getpid()}"
+    os.symlink(os.path.join("..", "..", "envs", bundle_id), tmp)
+    os.replace(tmp, link)
+
+
+def _append(path: str, record: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def unlock(req: dict) -> dict:
+    """Release the lane's deploy lock if we (this token) hold it."""
+    path = Layout(req["root"]).deploy_lock(req["lane"])
+    holder = _read_lock(path)
+    if holder and holder.get("token") == req["holder"]["token"]:
+        os.unlink(path)
+        return {"released": True}
+    return {"released": False}
+
+
+def rollback(req: dict) -> dict:
+    """Re-activate the previous bundle (and remember the current one as previous)."""
+    layout = Layout(req["root"])
+    lane = req["lane"]
+    current, previous = _env_id(layout, layout.active(lane)), _env_id(layout, layout.previous(lane))
+    if not previous:
+        raise DeployFailure(f"lane {lane} has no previous bundle to roll back to")
+    if not _complete(layout, previous):
+        raise DeployFailure(f"previous bundle {previous} is no longer installed")
+    _swap(layout.active(lane), previous)
+    if current:
+        _swap(layout.previous(lane), current)
+    _append(layout.deploy_receipts(lane), {"schema_version": SCHEMA_VERSION, "event": "rollback", "lane": lane,
+                                           "bundle_id": previous, "previous": current, "time": time.time()})
+    return {"active": previous, "previous": current}
+
+
+def status(req: dict) -> dict:
+    """Active and previous bundle of each requested lane, with their manifests."""
+    layout = Layout(req["root"])
+    lanes = {}
+    for lane in req["lanes"]:
+        active = _env_id(layout, layout.active(lane))
+        manifest = None
+        if active:
+            try:
+                with open(os.path.join(layout.env(active), MANIFEST)) as fh:
+                    manifest = json.load(fh)
+            except (OSError, ValueError):
+                manifest = None
+        lanes[lane] = {"active": active, "previous": _env_id(layout, layout.previous(lane)),
+                       "complete": bool(active) and _complete(layout, active),
+                       "bundle": (manifest or {}).get("bundle"), "lock": _read_lock(layout.deploy_lock(lane))}
+    return {"lanes": lanes}
+
+
+ACTIONS = {"begin": begin, "receive": receive, "serve": serve, "stop-serve": stop_serve, "fetch": fetch,
+           "install": install, "activate": activate, "unlock": unlock, "rollback": rollback, "status": status}
+
+
+def _heartbeat(req: dict) -> None:
+    """Refresh our deploy lock's heartbeat so a long transfer is not taken for a dead deploy."""
+    if "lane" not in req or "holder" not in req:
+        return
+    path = Layout(req["root"]).deploy_lock(req["lane"])
+    holder = _read_lock(path)
+    if holder and holder.get("token") == req["holder"].get("token"):
+        _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())))
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ACTIONS:
+        print(f"usage: python3 -m hostside.deploy {{{','.join(ACTIONS)}}} < request.json", file=sys.stderr)
+        return 2
+    req = json.load(sys.stdin)
+    try:
+        if argv[0] not in ("begin", "status", "unlock", "stop-serve"):
+            _heartbeat(req)
+        out = ACTIONS[argv[0]](req)
+        ok = True
+    except DeployFailure as exc:
+        out, ok = {"error": str(exc)}, False
+    except OSError as exc:
+        reason = "no space left on device" if exc.errno == 28 else f"{exc.strerror}"
+        out, ok = {"error": f"{reason}: {exc.filename or ''}".rstrip(": ")}, False
+    print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "deploy", "action": argv[0], "ok": ok, **out}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
