@@ -125,6 +125,11 @@ def main() -> None:
                   f"{report.summary()['fail']} fail)")
     finally:
         sandbox.down(args.dir)
+        shutil.rmtree(Path(args.dir) / "uv-cache", ignore_errors=True)
+        try:
+            Path(args.dir).rmdir()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
