@@ -18,7 +18,8 @@ import click
 from orchestrator.errors import OrchError
 
 # Verb modules, each defining `register(main)`.
-COMMAND_MODULES = ["fleet_cmd", "exec_cmd", "sandbox_cmd", "diagnose_cmd", "probe_cmd", "bundle_cmd", "launch_cmd"]
+COMMAND_MODULES = ["fleet_cmd", "exec_cmd", "sandbox_cmd", "diagnose_cmd", "probe_cmd", "bundle_cmd",
+                   "deploy_cmd", "launch_cmd"]
 
 
 @dataclass
