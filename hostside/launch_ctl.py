@@ -46,7 +46,7 @@ def stop(run_dir: str, grace: float, reason: str) -> dict:
         lp.write_json_atomic(stop_path, {"reason": reason, "time": time.time()})
     pidinfo = f["pid"] or {}
     report = lp.terminate(lambda: lp.run_members(launch["run_id"], launch["worker"], pidinfo),
-                          grace=grace, pgid=pidinfo.get("pgid"))
+                          grace=grace, pgid=lp.verified_pgid(pidinfo))
     # The supervisor writes exit.json once the user process is reaped; wait for it briefly.
     deadline = time.monotonic() + 3.0
     while (lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime"))

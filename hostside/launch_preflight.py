@@ -111,7 +111,7 @@ def reclaim(runs: list[dict], grace: float) -> list[dict]:
                 found.append(sup)
             return found
 
-        report = lp.terminate(find, grace=grace, pgid=pidinfo.get("pgid"))
+        report = lp.terminate(find, grace=grace, pgid=lp.verified_pgid(pidinfo))
         done.append({"run_id": run["run_id"], "processes": run["processes"], **report})
     return done
 

@@ -115,11 +115,23 @@ def describe(pid: int) -> dict:
             "orch_worker": env.get("ORCH_WORKER")}
 
 
+def verified_pgid(pidinfo: dict | None) -> int | None:
+    """The run's process group id, only while its leader is the process we started.
+
+    Once the leader is gone its pid (and so the group id) may be reused by
+    anyone; then only the environment identifies the run's processes.
+    """
+    info = pidinfo or {}
+    if info.get("pgid") and alive(info.get("pid"), info.get("starttime")):
+        return info["pgid"]
+    return None
+
+
 def run_members(run_id: str, worker: str, pidinfo: dict | None) -> list[int]:
-    """Live processes of run `run_id` on `worker` (group, session, or environment match)."""
+    """Live processes of run `run_id` on `worker`: its verified group and session, or its environment."""
     me = os.getpid()
-    pgid = (pidinfo or {}).get("pgid")
-    sid = (pidinfo or {}).get("sid")
+    pgid = verified_pgid(pidinfo)
+    sid = (pidinfo or {}).get("sid") if pgid else None
     out = []
     for pid in pids():
         if pid == me:
@@ -156,7 +168,8 @@ def terminate(find, *, grace: float, pgid: int | None = None, poll: float = 0.02
         report["kill"] = left
         end = time.monotonic() + 5.0
         while left and time.monotonic() < end:
-            _signal_all(left, signal.SIGKILL, pgid)
+            # By now the group leader may be gone and its id reusable: KILL only what `find` names.
+            _signal_all(left, signal.SIGKILL, None)
             time.sleep(poll)
             left = find()
     report["left"] = left

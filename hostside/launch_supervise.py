@@ -78,7 +78,7 @@ def supervise(run_dir: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    status, timed_out = _wait(proc, run_dir, doc, stop_requested)
+    status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo)
     code, sig = (None, -status) if status < 0 else (status, None)
     stop = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
     if timed_out:
@@ -96,14 +96,15 @@ def supervise(run_dir: str) -> int:
                                      "stopped": bool(stop or stop_requested or timed_out),
                                      "ended_at": time.time()})
     _finish_record(run_dir, code, sig, reason)
+    # The leader is reaped: its group id is no longer ours to signal, the environment still is.
     leftovers = lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
-                             grace=LEFTOVER_GRACE, pgid=proc.pid)
+                             grace=LEFTOVER_GRACE, pgid=None)
     if leftovers["term"]:
         _log(f"ended leftover processes of the run: {leftovers}")
     return 0
 
 
-def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list) -> tuple[int, bool]:
+def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list, pidinfo: dict) -> tuple[int, bool]:
     """Wait for the user process; end its group on timeout or on our own SIGTERM."""
     timeout = doc.get("timeout")
     deadline = None
@@ -122,8 +123,8 @@ def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list)
                 deadline = release.get("release_at", time.time()) + timeout
         if (deadline is not None and time.time() > deadline) or stop_requested:
             timed_out = not stop_requested
-            lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], {"pgid": proc.pid, "sid": proc.pid}),
-                         grace=doc.get("grace", 5.0), pgid=proc.pid)
+            lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
+                         grace=doc.get("grace", 5.0), pgid=lp.verified_pgid(pidinfo))
             return proc.wait(), timed_out
         try:
             if pidfd is not None:

@@ -789,6 +789,7 @@ class _Gang:
         self.events: queue.Queue = queue.Queue()
         self.tails = {w: deque(maxlen=TAIL_KEEP) for w in plan.workers}
         self.heard = {w: time.monotonic() for w in plan.workers}
+        self.heard_wall = {w: time.time() for w in plan.workers}  # a lost worker was alive until then
         self.closing = threading.Event()
 
     # watcher threads ---------------------------------------------------------
@@ -803,6 +804,7 @@ class _Gang:
 
             def on_line(host, stream, line, got_exit=got_exit):
                 self.heard[name] = time.monotonic()
+                self.heard_wall[name] = time.time()
                 if stream == "stderr" and line.startswith("@orch "):
                     try:
                         ev = json.loads(line[6:])
@@ -825,16 +827,19 @@ class _Gang:
                 break
             # The watch ended without an exit: reconnect once if the worker answers.
             attempts += 1
+            last_heard = self.heard_wall[name]
+            ended = res.error or f"the SSH channel closed with status {res.exit_code}"
             if attempts > 2:
-                self.events.put((name, {"event": "lost", "reason": res.describe()}))
+                self.events.put((name, {"event": "lost", "reason": ended, "last_heard": last_heard}))
                 return
             time.sleep(0.5)
             offset = "-1"
             probe = run_hostside(self.transport, worker, "launch_ctl", ["status", p.run_dir], timeout=15)
             if _doc(probe) is None:
-                self.events.put((name, {"event": "lost", "reason": f"{res.describe()}; {probe.describe()}"}))
+                self.events.put((name, {"event": "lost", "reason": f"{ended}, and the worker does not answer: "
+                                        f"{probe.describe()}", "last_heard": last_heard}))
                 return
-            self.report(f"{name}: watch interrupted ({res.describe()}); reconnected")
+            self.report(f"{name}: watch interrupted ({ended}); reconnected")
         self.events.put((name, {"event": "closed"}))
 
     # the loop ------------------------------------------------------------------
@@ -870,9 +875,11 @@ class _Gang:
             self.report(f"tearing down the gang: {reason} (TERM, KILL after {grace:g}s)")
             out.teardown = stop_workers(plan, self.transport, reason=reason, grace=grace)
             teardown_wait_until = time.monotonic() + 10.0
-            left = {w: r.get("left") for w, r in out.teardown["workers"].items() if r.get("left") or r.get("error")}
-            if left:
-                self.report(f"teardown incomplete: {left}")
+            problems = [f"{w}: " + (f"could not be reached ({r['error']})" if r.get("error")
+                                    else f"processes {r['left']} survived KILL")
+                        for w, r in out.teardown["workers"].items() if r.get("left") or r.get("error")]
+            if problems:
+                self.report("teardown incomplete: " + "; ".join(problems))
             else:
                 self.report(f"every process of the run ended on {len(names)} workers "
                             f"({out.teardown['elapsed']:.2f}s)")
@@ -910,9 +917,11 @@ class _Gang:
                             teardown(f"{name}: {end.reason}", failed=False)
                     elif kind == "lost":
                         if name not in out.ends:
+                            # Alive until last heard from: a lost host is a cause, never a consequence.
                             out.ends[name] = WorkerEnd(worker=name, process_id=plan.process(name).process_id,
                                                        exit_code=None, lost=True, reason=ev.get("reason", "lost"),
-                                                       ended_at=time.time(), tail="\n".join(self.tails[name]))
+                                                       ended_at=ev.get("last_heard") or time.time(),
+                                                       tail="\n".join(self.tails[name]))
                             if teardown_reason is None:
                                 out.failure_seen_at = time.time()
                                 self.report(f"{name} lost: {ev.get('reason')}")
@@ -949,7 +958,7 @@ class _Gang:
                         if w not in out.ends and w not in closed and now - self.heard[w] > self.lost_after:
                             out.ends[w] = WorkerEnd(worker=w, process_id=plan.process(w).process_id, exit_code=None,
                                                     lost=True, reason=f"silent for {self.lost_after:g}s",
-                                                    ended_at=time.time(), tail="\n".join(self.tails[w]))
+                                                    ended_at=self.heard_wall[w], tail="\n".join(self.tails[w]))
                             out.failure_seen_at = time.time()
                             self.report(f"{w} lost: no word for {self.lost_after:g}s")
                             teardown(f"{w} was lost")

@@ -246,8 +246,11 @@ def test_terminate_ends_a_whole_process_group_and_escalates_to_kill(tmp_path):
     leader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                               start_new_session=True)
     assert leader.stdout.readline().strip() == "up"
-    info = {"pgid": leader.pid, "sid": leader.pid}
+    info = {"pid": leader.pid, "pgid": leader.pid, "sid": leader.pid,
+            "starttime": launch_proc.stat(leader.pid)["starttime"]}
     time.sleep(0.2)
+    assert launch_proc.verified_pgid(info) == leader.pid
+    assert launch_proc.verified_pgid({**info, "starttime": 1}) is None  # a reused pid is not our group
     members = launch_proc.run_members("no-such-run", "w", info)
     assert leader.pid in members and len(members) == 2
     report = launch_proc.terminate(lambda: launch_proc.run_members("no-such-run", "w", info),

@@ -96,6 +96,8 @@ def _ms(seconds) -> str:
               help="Seconds between TERM and KILL when a gang is torn down.")
 @click.option("--failure-grace", type=float, default=1.0, show_default=True, metavar="S",
               help="After a worker failed: seconds the survivors get between TERM and KILL.")
+@click.option("--lost-after", type=float, default=30.0, show_default=True, metavar="S",
+              help="A worker silent this long (no output, no heartbeat) counts as lost.")
 @click.option("--start-timeout", type=float, default=300.0, show_default=True, metavar="S",
               help="Seconds for every worker to become ready (imports done) before the run is abandoned.")
 @click.option("--port", type=int, help="Coordinator port (default: derived from the run id; "
@@ -104,7 +106,7 @@ def _ms(seconds) -> str:
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detach, reclaim, grace, failure_grace,
-           start_timeout, port, run_id, argv):
+           lost_after, start_timeout, port, run_id, argv):
     """Launch one process per worker of a lane, together, as a gang.
 
     \b
@@ -135,8 +137,8 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
     with obj.transport(workers) as transport:
         outcome = core.execute(plan, transport, reclaim=reclaim, detach=detach,
                                on_output=None if as_json else printer.output, report=printer.report,
-                               grace=grace, failure_grace=failure_grace, start_timeout=start_timeout,
-                               record=record)
+                               grace=grace, failure_grace=failure_grace, lost_after=lost_after,
+                               start_timeout=start_timeout, record=record)
     if as_json:
         click.echo(json.dumps(outcome.to_dict(), indent=2))
     _render_outcome(outcome, printer)
@@ -236,8 +238,12 @@ def logs(obj, run, worker_sel, follow, tail):
 @click.argument("run")
 @click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
               help="Seconds between TERM and KILL when the gang is torn down.")
+@click.option("--failure-grace", type=float, default=1.0, show_default=True, metavar="S",
+              help="After a worker failed: seconds the survivors get between TERM and KILL.")
+@click.option("--lost-after", type=float, default=30.0, show_default=True, metavar="S",
+              help="A worker silent this long counts as lost.")
 @click.pass_obj
-def attach(obj, run, grace):
+def attach(obj, run, grace, failure_grace, lost_after):
     """Resume watching a detached run: stream its output and apply the gang rule again."""
     from orchestrator import runs
 
@@ -246,7 +252,8 @@ def attach(obj, run, grace):
     printer = _Printer(plan.workers)
     printer.report(f"attached to run {plan.run_id} on lane {plan.lane} ({plan.num_processes} workers)")
     with obj.transport(_workers_of(fleet, plan)) as transport:
-        outcome = runs.attach(record, transport, on_output=printer.output, report=printer.report, grace=grace)
+        outcome = runs.attach(record, transport, on_output=printer.output, report=printer.report, grace=grace,
+                              failure_grace=failure_grace, lost_after=lost_after)
     _render_outcome(outcome, printer)
     if not outcome.ok:
         sys.exit(outcome.exit_code)
