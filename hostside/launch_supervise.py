@@ -23,6 +23,7 @@ from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
 
 LEFTOVER_GRACE = 3.0
+TIMEOUT_SLACK = 2.0
 
 
 def _log(msg: str) -> None:
@@ -120,7 +121,8 @@ def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list,
         if deadline is None and timeout:
             release = lp.read_json(os.path.join(run_dir, lp.RELEASE_FILE))
             if release:
-                deadline = release.get("release_at", time.time()) + timeout
+                # A backstop for detached runs: a watching controller ends the run first.
+                deadline = release.get("release_at", time.time()) + timeout + TIMEOUT_SLACK
         if (deadline is not None and time.time() > deadline) or stop_requested:
             timed_out = not stop_requested
             lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),

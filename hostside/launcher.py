@@ -139,6 +139,14 @@ def apply_policy(doc: dict, rec: Record) -> None:
         sys.path.remove(hostside_root)
 
 
+def check_target(doc: dict, rec: Record) -> None:
+    """Refuse before the start barrier when the script is not on this worker."""
+    target = doc["target"]
+    if target["kind"] == "script" and not os.path.isfile(target["path"]):
+        raise Refusal(f"script {target['path']} not found on this worker (cwd {os.getcwd()}); "
+                      "copy it there or launch with --workdir")
+
+
 def import_frontends(doc: dict, rec: Record) -> None:
     import importlib
 
@@ -335,6 +343,7 @@ def main(argv: list[str]) -> int:
     rec.save()
     try:
         apply_policy(doc, rec)
+        check_target(doc, rec)
         import_frontends(doc, rec)
         init_caches(doc, rec)
         wait_for_release(doc, rec)

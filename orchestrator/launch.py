@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from hostside.layout import LIBTPU_LOCKFILE, Layout
 from orchestrator.errors import ConfigError, LaunchError
 from orchestrator.fleet import FOLKLORE_VARS, Fleet
 from orchestrator.policy import runtime_policy
@@ -54,7 +55,6 @@ from orchestrator.transport import Result, Transport
 SCHEMA_VERSION = 1
 PORT_BASE = 20000
 PORT_SPAN = 10000
-LIBTPU_LOCKFILE = "/tmp/libtpu_lockfile"
 # Variables `orch launch` sets per process; a profile or --env may not set them.
 ORCH_VARS = ("ORCH_RUN_ID", "ORCH_LANE", "ORCH_WORKER", "ORCH_PROCESS_ID", "ORCH_NUM_PROCESSES",
              "ORCH_COORDINATOR", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
@@ -340,9 +340,9 @@ def plan_launch(fleet: Fleet, lane: str, argv: Sequence[str], *, run_id: str | N
             "MASTER_ADDR": coordinator, "MASTER_PORT": str(coord_port + 1), "WORLD_SIZE": str(n),
             "RANK": str(pid), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
         })
+        layout = Layout(w.root)
         processes.append(ProcessPlan(process_id=pid, worker=w.name, index=w.index, address=w.internal_address,
-                                     python=f"{w.root}/lanes/{lane}/active/bin/python",
-                                     run_dir=f"{w.root}/runs/{run_id}", env=env))
+                                     python=layout.active_python(lane), run_dir=layout.run_dir(run_id), env=env))
     frontends = bundle_frontends(bundle.pins)
     return LaunchPlan(
         run_id=run_id, name=name, lane=lane, slice=slice_name, bundle=lane_model.bundle,
@@ -913,6 +913,9 @@ class _Gang:
                             teardown(f"{name} failed ({end.how()})")
                         elif end.stopped and teardown_reason is None and out.failure_seen_at is None:
                             out.failure_seen_at = time.time()
+                            if end.reason.startswith("timed out"):  # the supervisor's own timeout
+                                out.status = "timed-out"
+                                out.message = f"the run exceeded its timeout of {plan.timeout:g}s"
                             self.report(f"{name} (process {end.process_id}) was ended: {end.reason}")
                             teardown(f"{name}: {end.reason}", failed=False)
                     elif kind == "lost":

@@ -127,8 +127,9 @@ def status(record: RunRecord, transport) -> dict:
     workers = worker_status(plan, transport)
     states = {d.get("state") for d in workers.values()}
     if states <= {"exited"}:
-        codes = [((d.get("exit") or {}).get("exit_code")) for d in workers.values()]
-        overall = "succeeded" if all(c == 0 for c in codes) else "failed"
+        exits = [d.get("exit") or {} for d in workers.values()]
+        overall = ("succeeded" if all(e.get("exit_code") == 0 for e in exits)
+                   else "stopped" if any(e.get("stopped") for e in exits) else "failed")
     elif "running" in states or "ready" in states or "starting" in states:
         overall = "running"
     else:

@@ -243,14 +243,15 @@ def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_
 
 def test_a_lane_with_two_bundles_active_is_refused_naming_workers_and_bundles(slice4, jax_cpu_lane, runs_dir):
     active = "/var/lib/orch/lanes/cpu/active"
-    target = slice4.ssh("slice-w2", "readlink", active, check=True).stdout.strip()
+    link = slice4.ssh("slice-w2", "readlink", active, check=True).stdout.strip()  # restored exactly
+    target = slice4.ssh("slice-w2", "readlink", "-f", active, check=True).stdout.strip()
     other = "/var/lib/orch/envs/other-jax-cpu"
     slice4.ssh("slice-w2", "sh", "-c", f'mkdir -p {other}/bin && ln -sfn "$(readlink -f {target}/bin/python)" '
                f"{other}/bin/python && ln -sfn {other} {active}", check=True)
     try:
         res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--", "/nonexistent.py", check=False, timeout=120)
     finally:
-        slice4.ssh("slice-w2", "sh", "-c", f"ln -sfn {target} {active} && rm -rf {other}", check=True)
+        slice4.ssh("slice-w2", "sh", "-c", f"ln -sfn {link} {active} && rm -rf {other}", check=True)
     assert res.returncode == 1
     assert (f"lane 'cpu' has a mixed stack: slice-w0, slice-w1, slice-w3 run {Path(target).name} ({target}); "
             f"slice-w2 runs other-jax-cpu ({other})") in res.stderr
