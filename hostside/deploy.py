@@ -60,6 +60,25 @@ def _complete(layout: Layout, bundle_id: str) -> bool:
     return os.path.exists(os.path.join(layout.env(bundle_id), COMPLETE))
 
 
+def _stored(layout: Layout, wheel: dict) -> bool:
+    """In the store with the right size (the hash is checked when installing)."""
+    try:
+        return os.path.getsize(layout.wheel(wheel["sha256"], wheel["filename"])) == wheel["size"]
+    except OSError:
+        return False
+
+
+def _drop_corrupt(layout: Layout, wheels: list[dict]) -> list[str]:
+    """Remove store files whose sha256 is wrong (so a re-run pushes them again)."""
+    bad = []
+    for w in wheels:
+        path = layout.wheel(w["sha256"], w["filename"])
+        if os.path.exists(path) and _sha256(path) != w["sha256"]:
+            os.unlink(path)
+            bad.append(w["filename"])
+    return bad
+
+
 def _read_lock(path: str) -> dict | None:
     try:
         with open(path) as fh:
@@ -100,8 +119,7 @@ def begin(req: dict) -> dict:
         return {"state": "locked", "holder": _read_lock(lock_path), "heartbeat_age": 0.0}
     with os.fdopen(fd, "w") as fh:
         json.dump(lock, fh)
-    missing = [w for w in req["wheels"]
-               if not os.path.exists(layout.wheel(w["sha256"], w["filename"]))]
+    missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {"state": "locked-by-us", "active": active, "missing": missing, "recovered_lock": recovered,
             "env_complete": _complete(layout, bundle_id),
             "disk_free_bytes": shutil.disk_usage(req["root"]).free}
@@ -272,6 +290,12 @@ def install(req: dict) -> dict:
     if _complete(layout, bundle_id):
         return {"installed": False, "env": env, "elapsed": 0.0}
     start = time.monotonic()
+    # uv may take a wheel from its own cache without reading the store file, so
+    # the store is checked here: a corrupt file must not survive to be relayed.
+    corrupt = _drop_corrupt(layout, req["wheels"])
+    if corrupt:
+        raise DeployFailure(f"corrupt wheel(s) in the store: {', '.join(corrupt)} (sha256 mismatch; "
+                            "removed, a re-run pushes them again)")
     links = _mkdirs(layout.root, "envs", f".{bundle_id}.links")
     try:
         if os.path.exists(env):

@@ -180,10 +180,11 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
     holder = {"token": secrets.token_hex(8), "controller": socket.gethostname(), "pid": os.getpid(),
               "user": getpass.getuser(), "bundle_id": plan.bundle_id, "started": time.time()}
     job = _Deploy(plan, transport, holder, say)
-    try:
-        job.run()
-    finally:
-        job.release_all()
+    with _liveness(holder["token"]):
+        try:
+            job.run()
+        finally:
+            job.release_all()
     report = DeployReport(plan=plan, outcomes=job.outcomes, seed=job.seed, relay_used=job.relay_used,
                           elapsed=time.monotonic() - start)
     return report
@@ -376,17 +377,50 @@ class _Failed(Exception):
     pass
 
 
+def _liveness_path(token: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "orch" / "deploys" / f"{token}.lock"
+
+
+class _liveness:
+    """While a deploy runs, it holds an flock on a file named by its lock token on
+    the controller; the kernel drops it when the process dies, so a later deploy
+    from this host can tell a dead holder from a live one exactly."""
+
+    def __init__(self, token: str):
+        self.path = _liveness_path(token)
+
+    def __enter__(self):
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "w")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)
+        self.fh.close()
+
+
 def _holder_is_dead(holder: dict | None) -> bool:
-    """A lock held by an orch process on this controller host that no longer exists."""
-    if not holder or holder.get("controller") != socket.gethostname():
+    """A lock taken from this controller host by a deploy that is no longer running."""
+    import fcntl
+
+    if not holder or holder.get("controller") != socket.gethostname() or not holder.get("token"):
         return False
+    path = _liveness_path(str(holder["token"]))
     try:
-        os.kill(int(holder.get("pid", 0)), 0)
-    except ProcessLookupError:
+        fh = open(path)
+    except FileNotFoundError:
         return True
-    except (PermissionError, ValueError, TypeError):
-        return False
-    return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+    path.unlink(missing_ok=True)
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -1,16 +1,19 @@
-"""Session fixtures that give the shared local slice a usable bundle environment.
+"""Session fixtures that deploy real bundles to the shared local slice.
 
-`jax_cpu_lane`: the sandbox's `cpu` lane with the jax-cpu bundle active on
-every worker (`<root>/lanes/cpu/active/bin/python` imports jax 0.10.2).
+`jax_cpu_lane`: the sandbox's `cpu` lane with the jax-cpu bundle (jax and
+jaxlib 0.10.2) locked and deployed by `orch deploy` on every worker.
+`torch_cpu_lane`: a second fleet file over the same workers whose lane
+`torch` runs the torch-cpu bundle (torch 2.13.0+cpu), also deployed for real.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from orchestrator.bundle import read_lock
 
 
 @dataclass
@@ -18,23 +21,20 @@ class ActiveLane:
     lane: str
     bundle: str
     bundle_id: str
+    fleet_path: Path
+
+
+def deploy_lane(slice4, lane: str, bundle: str, fleet_path: Path) -> ActiveLane:
+    """Lock `bundle` (next to the fleet file) and deploy it to `lane` with the real CLI."""
+    slice4.orch("--fleet", fleet_path, "bundle", "lock", bundle, timeout=600)
+    slice4.orch("--fleet", fleet_path, "deploy", "--lane", lane, timeout=1200)
+    lock = read_lock(fleet_path.parent / "locks" / f"{bundle}.lock.json")
+    return ActiveLane(lane=lane, bundle=bundle, bundle_id=lock.bundle_id, fleet_path=fleet_path)
 
 
 @pytest.fixture(scope="session")
 def jax_cpu_lane(slice4) -> ActiveLane:
-    # Interim: build the environment in place with uv from the local wheel
-    # mirror, at the layout deploy uses, until `orch deploy` lands.
-    uv = shutil.which("uv") or str(Path(__import__("sys").executable).parent / "uv")
-    bundle_id = "interim-jax-cpu"
-    env = f"/var/lib/orch/envs/{bundle_id}"
-    script = (
-        'set -e; test -x "$2/bin/python" || { "$1" venv -q --python /usr/bin/python3 "$2" && '
-        '"$1" pip install -q --python "$2/bin/python" --no-index --find-links /opt/pypi/files '
-        'jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; '
-        'ln -sfn "$2" /var/lib/orch/lanes/cpu/active.new && mv -T /var/lib/orch/lanes/cpu/active.new '
-        '/var/lib/orch/lanes/cpu/active')
-    slice4.orch("exec", "--timeout", "600", "--", "sh", "-c", script, "sh", uv, env, timeout=900)
-    return ActiveLane(lane="cpu", bundle="jax-cpu", bundle_id=bundle_id)
+    return deploy_lane(slice4, "cpu", "jax-cpu", Path(slice4.fleet_path))
 
 
 @pytest.fixture(scope="session")
@@ -52,16 +52,4 @@ def torch_cpu_fleet(slice4) -> Path:
 
 @pytest.fixture(scope="session")
 def torch_cpu_lane(slice4, torch_cpu_fleet) -> ActiveLane:
-    # Interim, like jax_cpu_lane: torch 2.13.0+cpu from the local wheel directory.
-    uv = shutil.which("uv") or str(Path(__import__("sys").executable).parent / "uv")
-    bundle_id = "interim-torch-cpu"
-    env = f"/var/lib/orch/envs/{bundle_id}"
-    script = (
-        'set -e; test -x "$2/bin/python" || { "$1" venv -q --python /usr/bin/python3 "$2" && '
-        '"$1" pip install -q --python "$2/bin/python" --no-index --find-links /opt/wheels '
-        '--find-links /opt/pypi/files torch==2.13.0+cpu; }; mkdir -p /var/lib/orch/lanes/torch; '
-        'ln -sfn "$2" /var/lib/orch/lanes/torch/active.new && mv -T /var/lib/orch/lanes/torch/active.new '
-        '/var/lib/orch/lanes/torch/active')
-    slice4.orch("--fleet", str(torch_cpu_fleet), "exec", "--timeout", "900", "--", "sh", "-c", script, "sh",
-                uv, env, timeout=1200)
-    return ActiveLane(lane="torch", bundle="torch-cpu", bundle_id=bundle_id)
+    return deploy_lane(slice4, "torch", "torch-cpu", torch_cpu_fleet)

@@ -101,3 +101,66 @@ def check(obj, name, interpreter, as_json):
                    f"{len(report.wheels)} wheels, Python {report.python} ({source})")
     if not report.ok:
         sys.exit(1)
+
+
+@bundle.command()
+@click.option("--lane", "lanes", multiple=True, help="Only this lane (repeatable; default: every lane).")
+@_fleet_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def status(obj, lanes, as_json):
+    """Show the active bundle on every worker; flag lanes whose workers disagree.
+
+    A lane whose workers run different bundles (a mixed stack inside one lane)
+    makes this exit 1.
+    """
+    from orchestrator import deploy as core
+
+    fleet = obj.fleet()
+    lanes = list(lanes) or list(fleet.model.lanes)
+    for ln in lanes:
+        fleet.lane(ln)
+    workers = [w for ln in lanes for w in fleet.lane_workers(ln)]
+    with obj.transport(workers) as transport:
+        docs = core.status(fleet, transport, lanes)
+    mixed = core.disagreements(fleet, docs, lanes)
+    expected = {}
+    for ln in lanes:
+        path = fleet.lock_path(fleet.lane(ln).bundle)
+        if path.exists():
+            from orchestrator.bundle import read_lock
+
+            expected[ln] = read_lock(path).bundle_id
+    if as_json:
+        click.echo(json.dumps({"schema_version": 1, "workers": docs, "mixed": mixed,
+                               "locked": expected}, indent=2))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_edge=False)
+        for col in ("lane", "worker", "bundle", "active", "previous", "note"):
+            table.add_column(col)
+        for ln in lanes:
+            for w in fleet.lane_workers(ln):
+                doc = docs.get(w.name, {})
+                if not doc.get("ok"):
+                    table.add_row(ln, w.name, "", "", "", f"[red]unreachable: {doc.get('error')}[/red]")
+                    continue
+                info = doc["lanes"].get(ln, {})
+                note = []
+                if info.get("active") and info.get("active") != expected.get(ln):
+                    note.append("not the locked bundle" if ln in expected else "")
+                if info.get("lock"):
+                    h = info["lock"]
+                    note.append(f"deploy in progress by {h.get('user', '?')}@{h.get('controller', '?')}")
+                if ln in mixed:
+                    note.append("[red]lane is mixed[/red]")
+                table.add_row(ln, w.name, info.get("bundle") or "", info.get("active") or "-",
+                              info.get("previous") or "-", "; ".join(n for n in note if n))
+        Console().print(table)
+        for ln, groups in mixed.items():
+            click.echo(f"lane {ln} is mixed: " + "; ".join(f"{bid}: {', '.join(ws)}" for bid, ws in groups.items()),
+                       err=True)
+    if mixed:
+        sys.exit(1)
