@@ -1,4 +1,4 @@
-"""`orch fleet validate|show|schema`."""
+"""`orch fleet validate|show|schema|import-gcloud`."""
 
 from __future__ import annotations
 
@@ -57,3 +57,45 @@ def schema():
     from orchestrator.fleet import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2))
+
+
+@fleet.command("import-gcloud")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--slice", "slice_name", metavar="NAME", help="Slice name in fleet.yaml (default: the TPU's name).")
+@click.option("--fleet", "fleet_path", metavar="PATH",
+              help="Fleet file to add the slice to with --write (same as `orch --fleet`; created if missing).")
+@click.option("--write", is_flag=True, help="Add the slice to the fleet file and validate it (default: print it).")
+@click.option("--user", metavar="U", help="SSH user for the slice's workers.")
+@click.option("--identity-file", metavar="F", help="Private key for the slice's workers (e.g. ~/.ssh/google_compute_engine).")
+@click.pass_obj
+def import_gcloud(obj, file, slice_name, fleet_path, write, user, identity_file):
+    """Turn `gcloud compute tpus tpu-vm describe NAME --format=json` into a slice entry.
+
+    \b
+        gcloud compute tpus tpu-vm describe my-tpu --zone us-east5-b --format=json > tpu.json
+        orch fleet import-gcloud tpu.json                 # print the entry
+        orch fleet import-gcloud tpu.json --write --user tpu-ops
+
+    One worker per network endpoint, in order. A worker with an external IP is
+    reached there, and its internal address is what the other workers use.
+    --write appends the slice to fleet.yaml (every other line unchanged),
+    refuses an existing slice name, and validates the result.
+    """
+    import os
+    from pathlib import Path
+
+    from orchestrator.fleet import FLEET_ENV
+    from orchestrator.gcloud import import_describe, render_snippet, write_slice
+
+    imported = import_describe(file, name=slice_name, user=user, identity_file=identity_file)
+    for warning in imported.warnings:
+        click.echo(f"orch: warning: {warning}", err=True)
+    if not write:
+        click.echo(render_snippet(imported), nl=False)
+        return
+    target = Path(fleet_path or obj.fleet_path or os.environ.get(FLEET_ENV) or "fleet.yaml")
+    result = write_slice(target, imported)
+    action = "created" if result.created else "updated"
+    click.echo(f"{result.path}: {action}: slice '{imported.name}' ({imported.accelerator_type}, "
+               f"{len(imported.workers)} worker(s)); validated: {len(result.fleet.model.slices)} slice(s), "
+               f"{len(result.fleet.workers)} worker(s)")
