@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from orchestrator.fleet import FOLKLORE_VARS, json_schema
 

@@ -156,7 +156,10 @@ def _build(doc: Any, *, source: str, base: str, name: str | None, user: str | No
         where = "--slice" if name else _join(base, "name")
         problem(where, f"'{slice_name}' is not a valid slice name (letters, digits, '.', '_' or '-')")
 
-    accelerator_type, topology = _accelerator(doc, base, problem)
+    accelerator_type, topology, derived = _accelerator(doc, base, problem)
+    if accelerator_type and derived and derived != accelerator_type:
+        warnings.append(f"{source}: acceleratorType {accelerator_type} does not match acceleratorConfig "
+                        f"({derived}); using acceleratorType")
     runtime = _string(doc, "runtimeVersion", base, problem, required=False)
     state = _string(doc, "state", base, problem, required=False)
     health = _string(doc, "health", base, problem, required=False)
@@ -208,8 +211,8 @@ def _zone(node: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _accelerator(doc: dict, base: str, problem) -> tuple[str | None, str | None]:
-    """acceleratorType, else derived from acceleratorConfig; plus the topology if given."""
+def _accelerator(doc: dict, base: str, problem) -> tuple[str | None, str | None, str | None]:
+    """(accelerator type, topology, the type acceleratorConfig implies): acceleratorType wins."""
     topology = None
     derived = None
     config = doc.get("acceleratorConfig")
@@ -225,15 +228,15 @@ def _accelerator(doc: dict, base: str, problem) -> tuple[str | None, str | None]
     given = _string(doc, "acceleratorType", base, problem, required=False)
     if given:
         # Some API clients print the full resource path; fleet.yaml wants the short name.
-        return given.rsplit("/", 1)[-1], topology
+        return given.rsplit("/", 1)[-1], topology, derived
     if derived:
-        return derived, topology
+        return derived, topology, derived
     if not config:
         problem(_join(base, "acceleratorType"), "missing (and no acceleratorConfig to derive it from)")
     elif not (config.get("type") and config.get("topology")):
         missing = [k for k in ("type", "topology") if not config.get(k)]
         problem(_join(cpath, missing[0]), "missing (needed to derive the accelerator type)")
-    return None, topology
+    return None, topology, derived
 
 
 def _type_from_config(kind: str, topology: str, cpath: str, problem, *, quiet: bool) -> str | None:

@@ -146,13 +146,22 @@ def test_accelerator_types_derived_from_config_follow_each_generations_naming(tm
     assert import_doc(doc, tmp_path).accelerator_type == expected
 
 
-def test_slice_name_and_ssh_settings_come_from_the_options(tmp_path):
+def test_slice_name_and_ssh_settings_come_from_the_options():
     imported = import_describe(V6E_8, name="dev", user="me", identity_file="keys/id_ed25519")
     assert imported.name == "dev"
     assert imported.entry() == {
         "accelerator_type": "v6e-8", "skip_metadata_query": False, "user": "me",
         "identity_file": "keys/id_ed25519",
         "workers": [{"index": 0, "address": "203.0.113.90", "internal_address": "10.146.0.7"}]}
+
+
+def test_an_accelerator_config_that_disagrees_with_the_type_is_a_warning(tmp_path):
+    doc = describe(V6E_32)
+    doc["acceleratorConfig"]["topology"] = "4x4"
+    imported = import_doc(doc, tmp_path)
+    assert imported.accelerator_type == "v6e-32"
+    assert imported.warnings == (
+        "tpu.json: acceleratorType v6e-32 does not match acceleratorConfig (v6e-16); using acceleratorType",)
 
 
 def test_a_one_element_list_from_tpu_vm_list_is_accepted(tmp_path):
@@ -214,7 +223,7 @@ def test_each_malformed_field_is_reported_with_its_path(tmp_path, change, proble
     assert problems_of(doc, tmp_path) == [problem]
 
 
-def test_text_that_is_not_json_names_file_line_and_column(tmp_path):
+def test_text_that_is_not_json_names_file_line_and_column():
     with pytest.raises(ConfigError) as info:
         slice_from_text('{"name": "x",\n  "state" "READY"}', source="tpu.json")
     assert str(info.value).startswith("tpu.json:2:11: not JSON: Expecting ':' delimiter")
@@ -319,20 +328,20 @@ def test_write_creates_a_fleet_file_that_loads(tmp_path, monkeypatch):
     assert (tmp_path / "fleet.yaml").stat().st_mode & 0o777 == 0o644
 
 
-def test_write_adds_a_slices_section_when_there_is_none(tmp_path):
+def test_write_adds_a_slices_section_when_there_is_none():
     text = add_slice("version: 1\nbundles: {}", Path("fleet.yaml"), import_describe(V6E_8))
     assert text.startswith("version: 1\nbundles: {}\n\nslices:\n  dev-v6e-8:\n")
     assert build_fleet(loads(text, Path("fleet.yaml"))).model.slices["dev-v6e-8"].accelerator_type == "v6e-8"
 
 
-def test_write_refuses_flow_style_slices(tmp_path):
+def test_write_refuses_flow_style_slices():
     with pytest.raises(ConfigError) as info:
         add_slice("slices: {a: {workers: [{index: 0, address: 10.9.0.1}]}}\n", Path("fleet.yaml"),
                   import_describe(V6E_8))
     assert str(info.value).startswith("fleet.yaml:1 slices: not a block mapping; add the slice by hand")
 
 
-def test_the_last_line_without_a_newline_still_gets_one(tmp_path):
+def test_the_last_line_without_a_newline_still_gets_one():
     text = add_slice("slices:\n  a:\n    workers: [{index: 0, address: 10.9.0.1}]", Path("fleet.yaml"),
                      import_describe(V6E_8))
     assert text.startswith("slices:\n  a:\n    workers: [{index: 0, address: 10.9.0.1}]\n  dev-v6e-8:\n")
