@@ -92,7 +92,8 @@ class Worker(_Model):
 class Slice(_Model):
     """A TPU pod slice: several worker VMs reached over SSH."""
 
-    accelerator_type: str | None = Field(None, description="e.g. v6e-32; exported as TPU_ACCELERATOR_TYPE.")
+    accelerator_type: str | None = Field(
+        None, description="e.g. v6e-32; exported as TPU_ACCELERATOR_TYPE when skip_metadata_query is set.")
     root: str = Field(DEFAULT_ROOT, description="orch's directory on every worker (bundles, runs, caches).")
     shared_dir: str | None = Field(None, description="A directory mounted on every worker (NFS/Filestore).")
     python: str = Field("python3", description="Worker interpreter used before any bundle exists.")
@@ -110,7 +111,7 @@ class BundleSource(_Model):
 
     find_links: list[str] = Field(default_factory=list, description="Local wheelhouse directories (relative to fleet.yaml) or URLs.")
     index_url: str | None = Field(None, description="Package index; default: pip's configuration.")
-    extra_index_urls: list[str] = Field(default_factory=list)
+    extra_index_urls: list[str] = Field(default_factory=list, description="Further package indexes to search.")
     no_index: bool = Field(False, description="Resolve from find_links only.")
 
 
@@ -175,7 +176,7 @@ class Lane(_Model):
     slice: str | None = Field(None, description="Slice name (optional when the fleet has one slice).")
     workers: Union[WorkerSpec, list[WorkerSpec]] = Field(
         "all", description="'all', an index, a range '0-5', or a list of those.")
-    bundle: str
+    bundle: str = Field(description="Bundle name (a key of `bundles`).")
     runtime: str | None = Field(None, description="Runtime profile name.")
     cache: str | None = Field(None, description="Cache policy name.")
     platform: Literal["tpu", "cpu"] = Field(description="Intended device platform; a probe that answers from another is a failure.")
@@ -187,13 +188,16 @@ class FleetModel(_Model):
     model_config = ConfigDict(frozen=True, extra="forbid", title="orch fleet.yaml",
                               json_schema_extra={"$id": "https://orch.dev/schema/fleet.schema.json"})
 
-    version: Literal[1] = 1
+    version: Literal[1] = Field(1, description="Format version of this file.")
     ssh: SshSettings = Field(default_factory=SshSettings)
-    slices: dict[str, Slice] = Field(min_length=1)
-    bundles: dict[str, Bundle] = Field(default_factory=dict)
-    runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict)
-    cache_policies: dict[str, CachePolicy] = Field(default_factory=dict)
-    lanes: dict[str, Lane] = Field(default_factory=dict)
+    slices: dict[str, Slice] = Field(min_length=1, description="Pod slices by name.")
+    bundles: dict[str, Bundle] = Field(default_factory=dict, description="Pinned software stacks by name.")
+    runtime_profiles: dict[str, RuntimeProfile] = Field(
+        default_factory=dict, description="Environments applied before any frontend import, by name.")
+    cache_policies: dict[str, CachePolicy] = Field(
+        default_factory=dict, description="Compilation-cache ownership policies, by name.")
+    lanes: dict[str, Lane] = Field(
+        default_factory=dict, description="Named groups of workers, each with one bundle and policy.")
 
 
 # ---------------------------------------------------------------------------
