@@ -81,6 +81,8 @@ def main(argv: list[str]) -> int:
         if args.step_sleep:
             time.sleep(args.step_sleep)
     print(f"RESULT process={rank} processes={world} global_devices={world} loss={loss_value:.8f}", flush=True)
+    # Rank 0 hosts the rendezvous store: no rank leaves while another still needs it.
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 

@@ -27,7 +27,6 @@ are imported inside the functions that perform their step.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import runpy

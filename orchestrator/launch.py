@@ -381,7 +381,7 @@ def render_plan(plan: LaunchPlan) -> str:
         f"forbid       {', '.join(plan.forbid)}",
         "",
         "start-up, per process:",
-        f"  1. policy       set the environment below before any frontend import"
+        "  1. policy       set the environment below before any frontend import"
         + (f" (runtime profile {plan.profile})" if plan.profile else ""),
         f"  2. import       {', '.join(plan.frontends) or '(no frontend in the bundle)'}",
         f"  3. cache-init   lane cache policy {plan.cache.get('name') or 'off'} "
@@ -698,7 +698,8 @@ def start_workers(plan: LaunchPlan, transport: Transport, *, grace: float, ready
     return transport.map(one, plan.workers)
 
 
-def release(plan: LaunchPlan, transport: Transport, at: float, workers: Sequence[str] | None = None) -> dict[str, Result]:
+def release(plan: LaunchPlan, transport: Transport, at: float,
+            workers: Sequence[str] | None = None) -> dict[str, Result]:
     def one(worker) -> Result:
         return run_hostside(transport, worker, "launch_ctl",
                             ["release", plan.process(worker.name).run_dir, "--at", repr(at)], timeout=30)
@@ -858,7 +859,6 @@ class _Gang:
         run_deadline = (time.monotonic() + plan.timeout) if (plan.timeout and released) else None
         teardown_reason = None
         teardown_wait_until = None
-        interrupted = False
 
         def done() -> bool:
             if self.until == "started" and teardown_reason is None:
@@ -973,41 +973,40 @@ class _Gang:
                                                     lost=True, reason="no exit report after teardown")
                     break
             except KeyboardInterrupt:
-                interrupted = True
                 out.status = "interrupted"
                 out.message = "interrupted (Ctrl-C) on the controller"
                 if teardown_reason is None:
                     out.failure_seen_at = time.time()
                     teardown("Ctrl-C on the controller", failed=False)
         self.closing.set()
-        return self._finish(out, interrupted)
+        return self._finish(out)
 
-    def _finish(self, out: LaunchOutcome, interrupted: bool) -> LaunchOutcome:
+    def _finish(self, out: LaunchOutcome) -> LaunchOutcome:
+        """Decide the status and name the first failure (earliest end that orch did not cause)."""
         failures = [e for e in out.ends.values() if e.failed and not e.stopped]
+        stopped = [e for e in out.ends.values() if e.stopped]
         if failures:
             out.first_failure = min(failures, key=lambda e: (e.ended_at or float("inf"), e.process_id))
             out.diagnosis = diagnose_tail(out.first_failure.tail)
-        elif out.status not in ("timed-out", "interrupted", "failed"):
-            stopped = [e for e in out.ends.values() if e.stopped]
-            if stopped:
-                out.status = "stopped"
-                first = min(stopped, key=lambda e: e.ended_at or float("inf"))
-                out.message = f"{first.worker}: {first.reason}"
-        if out.status == "running":
-            if self.until == "started" and out.first_failure is None and out.teardown is None:
-                out.status = "detached"
-                out.message = f"run {out.run_id} started on {len(out.ends) or out.plan.num_processes} workers"
-            elif out.first_failure is not None:
+        if out.status == "running":  # not already timed-out, interrupted or failed to start
+            if out.first_failure is not None:
                 out.status = "failed"
+            elif stopped:
+                out.status = "stopped"
+            elif self.until == "started" and out.teardown is None:
+                out.status = "detached"
             else:
                 out.status = "succeeded"
-        if out.first_failure is not None and out.status in ("failed", "running", "stopped"):
-            out.status = "failed"
-        if out.first_failure is not None and not interrupted:
-            f = out.first_failure
+        f = out.first_failure
+        if out.status == "failed" and f is not None:
             out.message = (f"{f.worker} (process {f.process_id}) failed first: {f.how()}"
                            + (f"; {f.reason}" if f.reason and not f.lost and f.reason not in f.how() else ""))
-        if out.status == "succeeded":
+        elif out.status == "stopped":
+            first = min(stopped, key=lambda e: e.ended_at or float("inf"))
+            out.message = f"{first.worker}: {first.reason}"
+        elif out.status == "detached":
+            out.message = f"run {out.run_id} started on {out.plan.num_processes} workers"
+        elif out.status == "succeeded":
             out.message = f"all {out.plan.num_processes} processes exited 0"
         return out
 

@@ -24,8 +24,17 @@ from hostside import launcher as hostside_launcher
 from orchestrator.cli import main
 from orchestrator.errors import LaunchError
 from orchestrator.fleet import load_fleet
-from orchestrator.launch import (LaunchOutcome, LaunchPlan, WorkerEnd, bundle_frontends, default_port,
-                                 parse_target, plan_launch, render_plan, with_ports)
+from orchestrator.launch import (
+    LaunchOutcome,
+    LaunchPlan,
+    WorkerEnd,
+    bundle_frontends,
+    default_port,
+    parse_target,
+    plan_launch,
+    render_plan,
+    with_ports,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN_ID = "train-20260101-000000-beef"
@@ -76,7 +85,7 @@ lanes:
 """
 
 
-def fleet_with(tmp_path: Path, lanes: str | None = None, slice_extra: str = ""):
+def fleet_with(tmp_path: Path, lanes: str | None = None):
     text = FLEET
     if lanes is not None:
         text = text[:text.index("lanes:")] + "lanes:\n" + textwrap.indent(textwrap.dedent(lanes), "  ")

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import orch_executable
 
 pytestmark = [pytest.mark.ssh, pytest.mark.e2e]
