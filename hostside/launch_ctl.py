@@ -68,7 +68,7 @@ def status(run_dir: str) -> dict:
     elif not lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime")):
         state = "orphaned" if members else "lost"
     else:
-        state = {"starting": "starting", "ready": "ready", "running": "running"}.get(record.get("phase"), "running")
+        state = {"ready": "ready", "running": "running", "exited": "exiting"}.get(record.get("phase"), "starting")
     try:
         log_size = os.path.getsize(os.path.join(run_dir, lp.LOG_FILE))
     except OSError:

@@ -130,7 +130,7 @@ def status(record: RunRecord, transport) -> dict:
         exits = [d.get("exit") or {} for d in workers.values()]
         overall = ("succeeded" if all(e.get("exit_code") == 0 for e in exits)
                    else "stopped" if any(e.get("stopped") for e in exits) else "failed")
-    elif "running" in states or "ready" in states or "starting" in states:
+    elif states & {"running", "ready", "starting", "exiting"}:
         overall = "running"
     else:
         overall = "degraded"
