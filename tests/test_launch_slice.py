@@ -50,12 +50,15 @@ def orch(slice4, runs_dir, *args, fleet=None, **kwargs):
 
 
 def run_processes(slice4, run_id: str) -> dict[str, list[str]]:
-    """Processes of `run_id`, listed on every worker."""
-    out = {}
-    for w in slice4.workers:
+    """Processes of `run_id`, listed on every worker (in parallel, so one round is one SSH round trip)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def listing(w):
         res = slice4.ssh(w, "python3", "-c", LIST_RUN, run_id, check=True)
-        out[w] = [line for line in res.stdout.splitlines() if line.strip()]
-    return out
+        return [line for line in res.stdout.splitlines() if line.strip()]
+
+    with ThreadPoolExecutor(len(slice4.workers)) as pool:
+        return dict(zip(slice4.workers, pool.map(listing, slice4.workers)))
 
 
 def no_processes_left(slice4, run_id: str) -> bool:
