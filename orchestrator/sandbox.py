@@ -9,6 +9,7 @@ a real worker uses:
     /tmp                <dir>/workers/<name>/tmp
     /root               <dir>/workers/<name>/home    empty shell startup files
     /mnt/orch-shared    <dir>/shared                 one directory for all workers
+    /etc/hosts          <dir>/hosts                  every worker's hostname -> its address
 
 Because /tmp, /root, /var/lib/orch and /mnt/orch-shared are rebound inside the
 workers, the sandbox directory itself must live elsewhere (sshd inside a worker
@@ -62,7 +63,8 @@ CHIPS_PER_WORKER = 4  # v6e hosts carry 4 chips each; only the name uses it here
 REBOUND_PATHS = ("/tmp", WORKER_HOME, WORKER_ROOT, SHARED_MOUNT)
 
 # The files `down` removes; anything else in the directory is left alone.
-_OWNED_FILES = ("state.json", "fleet.yaml", "known_hosts", "authorized_keys", "id_ed25519", "id_ed25519.pub")
+_OWNED_FILES = ("state.json", "fleet.yaml", "known_hosts", "authorized_keys", "id_ed25519", "id_ed25519.pub",
+                "hosts")
 _OWNED_DIRS = ("workers", "shared")
 
 # The real bundles the sandbox fleet defines (later features and tests use these names).
@@ -736,6 +738,7 @@ def _start_worker(dir: Path, name: str, address: str, port: int) -> None:
         ["mount", "--bind", str(wdir / "home"), WORKER_HOME],
         ["mount", "--bind", str(dir / "shared"), SHARED_MOUNT],
         ["mount", "--bind", str(wdir / "tmp"), "/tmp"],
+        ["mount", "--bind", str(dir / "hosts"), "/etc/hosts"],
         ["hostname", name],
     ]
     # unshare execs sh, sh execs sshd: `$$` is the sshd's pid.
@@ -820,6 +823,10 @@ def _prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], por
         known.append(f"{known_hosts_name(address, port)} {host}")
         _write_atomic(wdir / "sshd_config", sshd_config(dir, name, address, port, version))
     _write_atomic(dir / "known_hosts", "\n".join(known) + "\n")
+    # Like a slice's VPC DNS: every worker resolves every worker's hostname
+    # (collective backends bind to the address their own hostname resolves to).
+    _write_atomic(dir / "hosts", "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+                  + "".join(f"{a} {worker_name(i)}\n" for i, a in enumerate(addresses)))
     check = subprocess.run([SSHD, "-t", "-f", str(dir / "workers" / worker_name(0) / "sshd_config")],
                            capture_output=True, text=True, timeout=30)
     if check.returncode != 0:

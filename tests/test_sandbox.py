@@ -331,3 +331,11 @@ def test_down_without_state_still_stops_the_workers_of_its_dir(make_sandbox):
     result = sandbox.down(sbx.dir)
     assert result.killed == 2 and not any(alive(pid) for pid in pids)
     assert not sbx.dir.exists()
+
+
+@pytest.mark.ssh
+def test_every_worker_resolves_every_workers_hostname_to_its_address(slice4):
+    code = "import socket; print(*(socket.gethostbyname(f'slice-w{i}') for i in range(4)))"
+    out = slice4.orch("exec", "--", "python3", "-c", code).stdout
+    expected = " ".join(slice4.address(i) for i in range(4))
+    assert sorted(out.splitlines()) == sorted(f"{w} | {expected}" for w in slice4.workers)
