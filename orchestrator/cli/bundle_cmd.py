@@ -39,14 +39,22 @@ def bundle():
     """Lock and check bundles: exact wheels for a pinned stack."""
 
 
+def _bundle_name(obj, name: str | None, lane: str | None) -> str:
+    """NAME, or the bundle of --lane."""
+    if bool(name) == bool(lane):
+        raise click.UsageError("give a bundle NAME or --lane LANE (one of them)")
+    return name or obj.fleet().lane(lane).bundle
+
+
 @bundle.command()
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--lane", help="Lock the bundle of this lane (instead of NAME).")
 @_fleet_option
 @click.option("--python", "interpreter", metavar="EXE",
               help="Run pip with this interpreter (default: one of the bundle's Python version if found).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @click.pass_obj
-def lock(obj, name, interpreter, as_json):
+def lock(obj, name, lane, interpreter, as_json):
     """Resolve bundle NAME with pip and write its lock file next to fleet.yaml.
 
     Every wheel, dependencies included, is fetched into the controller's wheel
@@ -55,6 +63,7 @@ def lock(obj, name, interpreter, as_json):
     """
     from orchestrator.bundle import lock_bundle
 
+    name = _bundle_name(obj, name, lane)
     result = lock_bundle(obj.fleet(), name, interpreter=interpreter)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
@@ -75,12 +84,13 @@ def lock(obj, name, interpreter, as_json):
 
 
 @bundle.command()
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--lane", help="Check the bundle of this lane (instead of NAME).")
 @_fleet_option
 @click.option("--python", "interpreter", metavar="EXE", help="Run pip with this interpreter (unlocked bundles).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every finding.")
 @click.pass_obj
-def check(obj, name, interpreter, as_json):
+def check(obj, name, lane, interpreter, as_json):
     """Cross-check the wheels of bundle NAME against each other; exit 1 on any error.
 
     Reads the lock when there is one; otherwise each pin's own wheel metadata,
@@ -88,6 +98,7 @@ def check(obj, name, interpreter, as_json):
     """
     from orchestrator.bundlecheck import check_bundle
 
+    name = _bundle_name(obj, name, lane)
     report = check_bundle(obj.fleet(), name, interpreter=interpreter)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))

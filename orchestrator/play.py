@@ -1,0 +1,382 @@
+"""Playbooks: a validation ladder of orch verbs, run in order, stopping at the first failing rung.
+
+A playbook is YAML:
+
+    name: validation-ladder
+    lane: cpu                       # default lane of every step
+    steps:
+      - probe: {shallow: true}
+      - deploy: {}
+      - name: smoke                 # optional step name (default: the verb)
+        launch: {workdir: ../examples, argv: [jax_spmd.py, --steps, "3"]}
+      - gather: {run: smoke}        # `run` names an earlier step that produced a run
+      - report: {run: smoke, html: report.html}
+
+Each step is one orch verb with the options of its command (`orch VERB --help`):
+`true` is a flag, a list repeats an option, `argv` is what follows `--`. A step
+runs as its own `orch` process with `--json` where the verb has it, so the
+rung's verdict, owning layer and remedy come from the verb's own result. The
+ladder record (rungs, durations, verdicts; for a failure its layer and remedy)
+is written under the runs directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from orchestrator.errors import ConfigError
+from orchestrator.yamlsrc import Located, did_you_mean, load
+
+STEP_KEYS = {"name", "lane"}
+RUN_PRODUCERS = {"launch", "restart-check"}
+PATH_OPTIONS = {"workdir", "html"}  # relative to the playbook file
+
+
+@dataclass(frozen=True)
+class CommandShape:
+    """What a verb accepts: option names (as in YAML), and its positional arguments."""
+
+    options: dict[str, str]          # yaml key -> --flag
+    flags: frozenset[str]            # keys that are on/off flags
+    multiple: frozenset[str]         # keys that may repeat
+    positionals: tuple[str, ...]     # e.g. ("run",), ("argv",), ("run_a", "run_b")
+    has_json: bool
+    has_lane: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    name: str
+    verb: str
+    lane: str | None
+    options: dict
+    line: int
+
+
+@dataclass(frozen=True)
+class Playbook:
+    path: Path
+    name: str
+    lane: str | None
+    description: str
+    steps: tuple[Step, ...]
+
+    def start_index(self, start: str | None) -> int:
+        """--from: a step name or a 1-based position."""
+        if not start:
+            return 0
+        if start.isdigit() and 1 <= int(start) <= len(self.steps):
+            return int(start) - 1
+        for s in self.steps:
+            if s.name == start:
+                return s.index
+        names = [s.name for s in self.steps]
+        raise ConfigError(f"{self.path.name}: --from {start}: no such step{did_you_mean(start, names)} "
+                          f"(steps: {', '.join(names)})")
+
+
+def load_playbook(path: str | os.PathLike, shapes: Mapping[str, CommandShape]) -> Playbook:
+    """Read and validate a playbook; every problem names file, line and step."""
+    located = load(Path(path), what="playbook")
+    return build_playbook(located, shapes)
+
+
+def build_playbook(located: Located, shapes: Mapping[str, CommandShape]) -> Playbook:
+    doc, where = located.data, located.where
+    problems: list[str] = []
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{located.file.name}:1: expected a mapping with name, lane and steps")
+    for key in doc:
+        if key not in ("name", "lane", "description", "steps"):
+            problems.append(f"{where((key,))}: unknown key '{key}'{did_you_mean(key, ['name', 'lane', 'description', 'steps'])}"
+                            " (expected one of: description, lane, name, steps)")
+    steps_doc = doc.get("steps")
+    if not isinstance(steps_doc, list) or not steps_doc:
+        problems.append(f"{where(('steps',))}: expected a non-empty list of steps")
+        steps_doc = []
+    steps: list[Step] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(steps_doc):
+        path = ("steps", i)
+        if not isinstance(raw, dict):
+            problems.append(f"{where(path)}: expected a mapping like `probe: {{shallow: true}}`")
+            continue
+        verbs = [k for k in raw if k not in STEP_KEYS]
+        if len(verbs) != 1:
+            unknown = [k for k in verbs if k not in shapes]
+            hint = did_you_mean(unknown[0], shapes) if len(unknown) == 1 else ""
+            problems.append(f"{where(path)}: a step names exactly one verb, got {', '.join(map(str, verbs)) or 'none'}"
+                            f"{hint} (verbs: {', '.join(sorted(shapes))})")
+            continue
+        verb = verbs[0]
+        if verb not in shapes:
+            problems.append(f"{where(path + (verb,))}: unknown verb '{verb}'{did_you_mean(verb, shapes)} "
+                            f"(verbs: {', '.join(sorted(shapes))})")
+            continue
+        options = raw[verb] if raw[verb] is not None else {}
+        if not isinstance(options, dict):
+            problems.append(f"{where(path + (verb,))}: expected a mapping of {verb}'s options")
+            continue
+        shape = shapes[verb]
+        for key, value in options.items():
+            if key in shape.positionals:
+                continue
+            if key not in shape.options:
+                known = sorted({*shape.options, *shape.positionals})
+                problems.append(f"{where(path + (verb, key))}: `orch {verb}` has no option '{key}'"
+                                f"{did_you_mean(key, known)} (options: {', '.join(known)})")
+            elif key in shape.flags and not isinstance(value, bool):
+                problems.append(f"{where(path + (verb, key))}: '{key}' is a flag; expected true or false, got {value!r}")
+        name = str(raw.get("name") or verb)
+        if name in seen:
+            if raw.get("name"):
+                problems.append(f"{where(path + ('name',))}: duplicate step name '{name}' "
+                                f"(also steps[{seen[name]}])")
+                continue
+            n = 2
+            while f"{verb}-{n}" in seen:
+                n += 1
+            name = f"{verb}-{n}"
+        seen[name] = i
+        for ref_key in ("run", "run_a", "run_b"):
+            ref = options.get(ref_key)
+            if ref_key in shape.positionals and isinstance(ref, str) and ref in seen and seen[ref] >= i:
+                problems.append(f"{where(path + (verb, ref_key))}: step '{ref}' comes later")
+        steps.append(Step(index=len(steps), name=name, verb=verb, lane=raw.get("lane"), options=dict(options),
+                          line=located.line(path)))
+    if problems:
+        raise ConfigError(problems)
+    return Playbook(path=located.file.resolve(), name=str(doc.get("name") or located.file.stem),
+                    lane=doc.get("lane"), description=str(doc.get("description") or ""), steps=tuple(steps))
+
+
+# ---------------------------------------------------------------------------
+# running
+
+
+@dataclass
+class Rung:
+    name: str
+    verb: str
+    argv: list[str]
+    started: float = 0.0
+    elapsed: float = 0.0
+    exit_code: int | None = None
+    verdict: str = "pending"          # passed | failed | skipped
+    layer: str | None = None
+    remedy: str | None = None
+    evidence: str | None = None
+    run_id: str | None = None
+    result: dict | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "result"}
+
+
+@dataclass
+class Ladder:
+    playbook: Playbook
+    lane: str | None
+    rungs: list[Rung] = field(default_factory=list)
+    started: float = 0.0
+    elapsed: float = 0.0
+    record_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(r.verdict in ("passed", "skipped") for r in self.rungs)
+
+    @property
+    def stopped_at(self) -> Rung | None:
+        return next((r for r in self.rungs if r.verdict == "failed"), None)
+
+    def to_dict(self) -> dict:
+        stop = self.stopped_at
+        return {"schema_version": 1, "kind": "ladder", "playbook": str(self.playbook.path),
+                "name": self.playbook.name, "lane": self.lane, "ok": self.ok, "started": self.started,
+                "elapsed": round(self.elapsed, 3), "stopped_at": stop.name if stop else None,
+                "layer": stop.layer if stop else None, "remedy": stop.remedy if stop else None,
+                "rungs": [r.to_dict() for r in self.rungs]}
+
+
+def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path,
+               run_ids: Mapping[str, str]) -> list[str]:
+    """The orch command line for a step (without the program and global options)."""
+    argv = step.verb.split(" ")
+    if shape.has_lane and lane and "lane" not in step.options:
+        argv += ["--lane", lane]
+    if shape.has_json:
+        argv.append("--json")
+    tail: list[str] = []
+    positional: list[str] = []
+    for key, value in step.options.items():
+        if key == "argv":
+            tail = [str(v) for v in (value if isinstance(value, list) else [value])]
+            continue
+        if key in shape.positionals:
+            values = value if isinstance(value, list) else [value]
+            positional += [run_ids.get(str(v), str(v)) if key.startswith("run") else str(v) for v in values]
+            continue
+        flag = shape.options[key]
+        if key in shape.flags:
+            if value:
+                argv.append(flag)
+            continue
+        for v in (value if isinstance(value, list) else [value]):
+            v = str(v)
+            if key in PATH_OPTIONS and not os.path.isabs(v):
+                v = str((base_dir / v).resolve())
+            argv += [flag, v]
+    return argv + positional + (["--", *tail] if tail else [])
+
+
+Judge = Callable[[Rung, str], None]
+
+
+def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch: Sequence[str],
+                 lane: str | None = None, start: str | None = None, runs_dir: Path,
+                 on_line: Callable[[str, str], None] | None = None,
+                 on_rung: Callable[[Rung], None] | None = None) -> Ladder:
+    """Run the steps from `start` in order; stop at the first failing rung."""
+    from orchestrator.diagnose import diagnose, layer_remedy
+
+    lane = lane or playbook.lane
+    ladder = Ladder(playbook=playbook, lane=lane, started=time.time())
+    first = playbook.start_index(start)
+    run_ids: dict[str, str] = {}
+    t0 = time.monotonic()
+    for step in playbook.steps:
+        shape = shapes[step.verb]
+        argv = build_argv(step, shape, step.lane or lane, playbook.path.parent, run_ids)
+        rung = Rung(name=step.name, verb=step.verb, argv=argv)
+        ladder.rungs.append(rung)
+        if step.index < first or ladder.stopped_at:
+            rung.verdict = "skipped"
+            continue
+        rung.started = time.time()
+        s0 = time.monotonic()
+        code, out, err_tail = _run(list(orch) + argv, lambda line: on_line(step.name, line) if on_line else None)
+        rung.elapsed = round(time.monotonic() - s0, 3)
+        rung.exit_code = code
+        rung.result = _json_doc(out)
+        rung.run_id = (rung.result or {}).get("run_id") or _run_id_from(err_tail)
+        if rung.run_id:
+            run_ids[step.name] = rung.run_id
+        if code == 0:
+            rung.verdict = "passed"
+        else:
+            rung.verdict = "failed"
+            rung.layer, rung.evidence = _layer_of(rung.result, "\n".join(err_tail) + "\n" + out[-4000:])
+            if rung.layer is None:
+                found = diagnose("\n".join(err_tail) + "\n" + out[-4000:])
+                rung.layer = found.layer if found else "other"
+                rung.evidence = rung.evidence or (found.line if found else (err_tail[-1] if err_tail else ""))
+                rung.remedy = found.remedy if found else None
+            rung.remedy = rung.remedy or layer_remedy(rung.layer)
+        if on_rung:
+            on_rung(rung)
+    ladder.elapsed = time.monotonic() - t0
+    ladder.record_path = _write_record(ladder, runs_dir)
+    return ladder
+
+
+def _run(argv: list[str], echo: Callable[[str], None]) -> tuple[int, str, list[str]]:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    tail: deque[str] = deque(maxlen=200)
+
+    def pump() -> None:
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            tail.append(line)
+            echo(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        out = proc.stdout.read()
+        proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(2)  # the verb tears its own work down (e.g. a launch's gang)
+        proc.wait()
+        raise
+    reader.join(timeout=5)
+    return proc.returncode, out, list(tail)
+
+
+def _json_doc(text: str) -> dict | None:
+    text = text.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _run_id_from(lines: Sequence[str]) -> str | None:
+    for line in reversed(lines):
+        m = re.search(r"\brun ([A-Za-z0-9._-]+-\d{8}-\d{6}-\d+)\b", line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _layer_of(doc: dict | None, text: str) -> tuple[str | None, str | None]:
+    """The owning layer a verb's JSON result names for its failure, if any."""
+    if not doc:
+        return None, None
+    rows = doc.get("rows")                                    # probe
+    if isinstance(rows, list):
+        bad = [r for r in rows if r.get("verdict") == "fail"]
+        if bad:
+            order = ["transport", "device-ownership", "bundle-skew", "runtime-proof", "cache", "memory",
+                     "collective", "other"]
+            bad.sort(key=lambda r: order.index(r.get("layer")) if r.get("layer") in order else len(order))
+            r = bad[0]
+            return r.get("layer") or "other", f"{r.get('worker')}: {r.get('evidence') or r.get('error')}"
+    diag = doc.get("diagnosis")                               # launch
+    if isinstance(diag, dict) and diag.get("layer"):
+        who = (doc.get("first_failure") or {}).get("worker") if isinstance(doc.get("first_failure"), dict) else None
+        return diag["layer"], f"{who + ': ' if who else ''}{diag.get('signature') or diag.get('line') or ''}"
+    results = doc.get("results")                              # exec
+    if isinstance(results, list):
+        for r in results:
+            if r.get("error_kind") in ("timeout", "connect", "host-key", "auth"):
+                return "transport", f"{r.get('host')}: {r.get('error')}"
+    workers = doc.get("workers")                              # deploy
+    if isinstance(workers, dict):
+        for name, o in workers.items():
+            if isinstance(o, dict) and o.get("status") == "failed":
+                reason = str(o.get("reason") or "")
+                transport = any(k in reason for k in ("timed out", "no SSH banner", "cannot reach", "refused",
+                                                      "HOST KEY"))
+                return ("transport" if transport else None), f"{name}: {reason}"
+    return None, None
+
+
+def _write_record(ladder: Ladder, runs_dir: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(ladder.started))
+    path = runs_dir / "ladders" / f"{ladder.playbook.name}-{stamp}-{os.getpid()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(ladder.to_dict(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def orch_command() -> list[str]:
+    """How to start a child `orch` with this interpreter."""
+    return [sys.executable, "-m", "orchestrator"]
