@@ -1,0 +1,75 @@
+"""Playbook validation and the command lines rungs become (pure: no worker is touched)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.cli.play_cmd import command_shapes
+from orchestrator.errors import ConfigError
+from orchestrator.play import build_argv, build_playbook, load_playbook
+from orchestrator.yamlsrc import loads
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = command_shapes(main)
+
+
+def book(text: str):
+    return build_playbook(loads(text, Path("ladder.yaml")), SHAPES)
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        book(text)
+    return info.value.problems
+
+
+def test_the_shipped_playbooks_validate_against_the_real_commands():
+    for path in sorted((ROOT / "playbooks").glob("*.yaml")):
+        pb = load_playbook(path, SHAPES)
+        assert pb.steps, path
+
+
+def test_a_misspelled_option_names_file_line_step_and_suggests():
+    assert problems("lane: cpu\nsteps:\n  - probe: {shallow: true}\n  - launch: {workdri: x, argv: [a.py]}\n") == [
+        "ladder.yaml:4 steps[1].launch.workdri: `orch launch` has no option 'workdri'; did you mean 'workdir'? "
+        "(options: argv, detach, dry_run, env, failure_grace, grace, lane, lost_after, name, port, reclaim, "
+        "run_id, start_timeout, timeout, workdir)"]
+
+
+def test_an_unknown_verb_is_suggested():
+    assert problems("steps:\n  - prbe: {}\n")[0].startswith(
+        "ladder.yaml:2 steps[0].prbe: unknown verb 'prbe'; did you mean 'probe'? (verbs: ")
+    assert problems("steps:\n  - {probe: {}, deploy: {}}\n")[0].startswith(
+        "ladder.yaml:2 steps[0]: a step names exactly one verb, got probe, deploy")
+
+
+def test_a_flag_needs_a_boolean_and_step_names_are_unique():
+    assert problems("steps:\n  - probe: {shallow: yes please}\n") == [
+        "ladder.yaml:2 steps[0].probe.shallow: 'shallow' is a flag; expected true or false, got 'yes please'"]
+    assert problems("steps:\n  - {name: a, probe: {}}\n  - {name: a, deploy: {}}\n") == [
+        "ladder.yaml:3 steps[1].name: duplicate step name 'a' (also steps[0])"]
+
+
+def test_steps_become_orch_command_lines_with_lane_json_and_run_references():
+    pb = book("lane: cpu\nsteps:\n  - probe: {shallow: true, timeout: 20}\n  - probe: {}\n"
+              "  - {name: smoke, launch: {workdir: ex, env: [A=1, B=2], argv: [t.py, --steps, 3]}}\n"
+              "  - {lane: other, deploy: {no_relay: true}}\n")
+    probe, probe2, smoke, deploy = pb.steps
+    assert probe2.name == "probe-2"
+    assert build_argv(probe, SHAPES["probe"], "cpu", Path("/pb"), {}) == [
+        "probe", "--lane", "cpu", "--json", "--shallow", "--timeout", "20"]
+    assert build_argv(smoke, SHAPES["launch"], "cpu", Path("/pb"), {}) == [
+        "launch", "--lane", "cpu", "--json", "--workdir", "/pb/ex", "--env", "A=1", "--env", "B=2",
+        "--", "t.py", "--steps", "3"]
+    assert build_argv(deploy, SHAPES["deploy"], deploy.lane, Path("/pb"), {}) == [
+        "deploy", "--lane", "other", "--json", "--no-relay"]
+
+
+def test_from_accepts_a_step_name_or_position():
+    pb = book("steps:\n  - probe: {}\n  - {name: smoke, deploy: {}}\n")
+    assert pb.start_index("smoke") == 1 and pb.start_index("1") == 0
+    with pytest.raises(ConfigError, match="--from smok: no such step; did you mean 'smoke'"):
+        pb.start_index("smok")
