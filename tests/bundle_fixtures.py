@@ -4,6 +4,8 @@
 jaxlib 0.10.2) locked and deployed by `orch deploy` on every worker.
 `torch_cpu_lane`: a second fleet file over the same workers whose lane
 `torch` runs the torch-cpu bundle (torch 2.13.0+cpu), also deployed for real.
+`jax_libtpu_lane`: lane `tpu` (platform tpu) with jax + libtpu 0.0.42.1: a lane
+that intends a TPU this machine does not have.
 """
 
 from __future__ import annotations
@@ -37,17 +39,34 @@ def jax_cpu_lane(slice4) -> ActiveLane:
     return deploy_lane(slice4, "cpu", "jax-cpu", Path(slice4.fleet_path))
 
 
-@pytest.fixture(scope="session")
-def torch_cpu_fleet(slice4) -> Path:
-    """A fleet file for the same 4 workers with one lane `torch` on the torch-cpu bundle."""
+def lane_fleet(slice4, name: str, lane: dict) -> Path:
+    """A fleet file over the same workers as slice4's with one lane `name` instead of `cpu`."""
     import yaml
 
     doc = yaml.safe_load(Path(slice4.fleet_path).read_text())
-    doc["lanes"] = {"torch": {"workers": "all", "bundle": "torch-cpu", "runtime": "cpu",
-                              "cache": "per-host", "platform": "cpu"}}
-    path = Path(slice4.dir) / "fleet-torch.yaml"
+    doc["lanes"] = {name: lane}
+    path = Path(slice4.dir) / f"fleet-{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+@pytest.fixture(scope="session")
+def tpu_fleet(slice4) -> Path:
+    """A lane `tpu` that intends a TPU, on the jax-libtpu bundle (this machine has no TPU)."""
+    return lane_fleet(slice4, "tpu", {"workers": "all", "bundle": "jax-libtpu", "runtime": "tpu",
+                                      "cache": "per-host", "platform": "tpu"})
+
+
+@pytest.fixture(scope="session")
+def jax_libtpu_lane(slice4, tpu_fleet) -> ActiveLane:
+    return deploy_lane(slice4, "tpu", "jax-libtpu", tpu_fleet)
+
+
+@pytest.fixture(scope="session")
+def torch_cpu_fleet(slice4) -> Path:
+    """A fleet file for the same 4 workers with one lane `torch` on the torch-cpu bundle."""
+    return lane_fleet(slice4, "torch", {"workers": "all", "bundle": "torch-cpu", "runtime": "cpu",
+                                        "cache": "per-host", "platform": "cpu"})
 
 
 @pytest.fixture(scope="session")

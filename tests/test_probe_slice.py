@@ -9,47 +9,14 @@ really reports why it found no chip.
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from bundle_fixtures import ActiveLane
-
 pytestmark = [pytest.mark.ssh, pytest.mark.e2e]
 
-TPU_ENV = "/var/lib/orch/envs/interim-jax-libtpu"
-
-
-@pytest.fixture(scope="module")
-def tpu_fleet(slice4) -> Path:
-    """A fleet file for the same workers with one lane `tpu` on the jax-libtpu bundle."""
-    import yaml
-
-    doc = yaml.safe_load(Path(slice4.fleet_path).read_text())
-    doc["lanes"] = {"tpu": {"workers": "all", "bundle": "jax-libtpu", "runtime": "tpu", "cache": "per-host",
-                            "platform": "tpu"}}
-    path = Path(slice4.dir) / "fleet-tpu.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-@pytest.fixture(scope="module")
-def jax_libtpu_lane(slice4, tpu_fleet) -> ActiveLane:
-    """jax + libtpu active on every worker's `tpu` lane (built like the interim jax_cpu_lane)."""
-    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-    script = (
-        'set -e; test -x "$2/bin/python" || { "$1" venv -q --python /usr/bin/python3 "$2" && '
-        '"$1" pip install -q --python "$2/bin/python" --no-index --find-links /opt/pypi/files '
-        'jax==0.10.2 jaxlib==0.10.2 libtpu==0.0.42.1; }; mkdir -p /var/lib/orch/lanes/tpu; '
-        'ln -sfn "$2" /var/lib/orch/lanes/tpu/active.new && mv -T /var/lib/orch/lanes/tpu/active.new '
-        '/var/lib/orch/lanes/tpu/active')
-    slice4.orch("--fleet", str(tpu_fleet), "exec", "--timeout", "600", "--", "sh", "-c", script, "sh", uv,
-                TPU_ENV, timeout=900)
-    return ActiveLane(lane="tpu", bundle="jax-libtpu", bundle_id="interim-jax-libtpu")
-
+TPU_ENV = "/var/lib/orch/lanes/tpu/active"  # the jax-libtpu bundle, deployed by the jax_libtpu_lane fixture
 
 def probe_json(slice4, *args: str, fleet: Path | None = None, timeout: float = 180) -> tuple[int, dict, float]:
     start = time.monotonic()
