@@ -1,0 +1,66 @@
+"""The validation ladder on the local slice: real sshd workers, real jax processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator import sandbox
+
+pytestmark = [pytest.mark.ssh, pytest.mark.e2e]
+
+LADDER = Path(__file__).resolve().parent.parent / "playbooks" / "validation-ladder.yaml"
+
+
+def play(handle, *args, fleet: Path | None = None, runs: Path, timeout: float = 900):
+    pre = ("--fleet", fleet) if fleet else ()
+    proc = handle.orch(*pre, *args, "--json", check=False, timeout=timeout, env={"ORCH_RUNS_DIR": str(runs)})
+    doc = json.loads(proc.stdout)
+    assert (proc.returncode == 0) == doc["ok"], proc.stderr
+    return doc
+
+
+def verdicts(doc: dict) -> dict[str, str]:
+    return {r["name"]: r["verdict"] for r in doc["rungs"]}
+
+
+def test_a_healthy_lane_passes_every_rung_and_leaves_a_ladder_record(slice4, jax_cpu_lane):
+    runs = slice4.dir / "runs"
+    doc = play(slice4, "play", LADDER, runs=runs)
+    assert doc["ok"], doc
+    assert set(verdicts(doc).values()) == {"passed"}
+    record = json.loads(Path(sorted((runs / "ladders").glob("validation-ladder-*.json"))[-1]).read_text())
+    assert record["rungs"][0]["name"] == "reachable" and record["stopped_at"] is None
+    smoke = next(r for r in doc["rungs"] if r["name"] == "smoke")
+    assert smoke["run_id"] and (runs / smoke["run_id"]).is_dir()
+
+
+def test_a_lane_intending_tpu_stops_at_the_deep_probe_as_runtime_proof(slice4, jax_libtpu_lane, tpu_fleet):
+    doc = play(slice4, "play", LADDER, "--lane", "tpu", fleet=tpu_fleet, runs=slice4.dir / "runs")
+    assert not doc["ok"]
+    assert doc["stopped_at"] == "runtime" and doc["layer"] == "runtime-proof"
+    v = verdicts(doc)
+    assert [v[n] for n in ("reachable", "pinned", "deploy", "runtime", "smoke")] == [
+        "passed", "passed", "passed", "failed", "skipped"]
+    rung = next(r for r in doc["rungs"] if r["name"] == "runtime")
+    assert "tpu" in rung["evidence"].lower() and rung["remedy"]
+
+
+def test_a_paused_worker_stops_the_ladder_at_the_first_rung_as_transport(make_sandbox):
+    sb = make_sandbox(workers=2)
+    sandbox.pause(sb.dir, 1)
+    try:
+        doc = play(sb, "--connect-timeout", "2", "play", LADDER, runs=sb.dir / "runs", timeout=300)
+    finally:
+        sandbox.resume(sb.dir, 1)
+    assert doc["stopped_at"] == "reachable" and doc["layer"] == "transport"
+    assert doc["rungs"][0]["evidence"].startswith("slice-w1: ")
+    assert {r["verdict"] for r in doc["rungs"][1:]} == {"skipped"}
+
+
+def test_from_starts_the_ladder_at_a_named_rung(slice4, jax_cpu_lane):
+    doc = play(slice4, "play", LADDER, "--from", "smoke", runs=slice4.dir / "runs")
+    v = verdicts(doc)
+    assert v["reachable"] == "skipped" and v["smoke"] == "passed"
