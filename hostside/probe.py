@@ -372,6 +372,10 @@ def check_bundle(req: dict, state: dict) -> Check:
     root = req["root"]
     bundle_id, env = active_env(root, lane)
     link = Layout(root).active(lane)
+    if bundle_id is None and not os.path.islink(link) and not req.get("deep", True):
+        # Before the first deploy a shallow probe only asks "is the host ready for one?".
+        c.mark("warn", f"lane {lane} has no bundle deployed here yet ({link} does not exist)")
+        return c
     if bundle_id is None or not os.path.isdir(env):
         c.mark("fail", f"lane {lane} has no active bundle here ({link} "
                        f"{'is dangling' if os.path.islink(link) else 'does not exist'}); deploy the lane first",

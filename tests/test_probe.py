@@ -213,6 +213,15 @@ def test_a_lane_without_an_active_bundle_fails_as_bundle_skew(tmp_path):
     assert "lane cpu has no active bundle" in check["headline"]
 
 
+def test_a_shallow_probe_before_the_first_deploy_only_warns_but_a_dangling_pointer_fails(tmp_path):
+    check = hp.check_bundle({"root": str(tmp_path), "lane": "cpu", "deep": False}, {}).to_dict()
+    assert check["status"] == "warn" and "no bundle deployed here yet" in check["headline"]
+    (tmp_path / "lanes" / "cpu").mkdir(parents=True)
+    (tmp_path / "lanes" / "cpu" / "active").symlink_to("../../envs/gone")
+    check = hp.check_bundle({"root": str(tmp_path), "lane": "cpu", "deep": False}, {}).to_dict()
+    assert check["status"] == "fail" and "is dangling" in check["headline"]
+
+
 def test_a_bundle_without_manifest_is_a_warning_and_reports_versions(tmp_path):
     make_env(tmp_path, "b1", {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.4.6"})
     state: dict = {}
