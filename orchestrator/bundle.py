@@ -870,6 +870,11 @@ class CachedWheel:
     size: int
     path: Path
 
+    def request(self) -> dict:
+        """The wheel as a worker's deploy request names it (no controller path)."""
+        return {"name": self.name, "version": self.version, "filename": self.filename,
+                "sha256": self.sha256, "size": self.size}
+
 
 def tool_wheel(name: str, version: str | None = None, *, python: str = "3.11",
                root: Path | None = None) -> CachedWheel:

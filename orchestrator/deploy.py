@@ -28,28 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from orchestrator.bundle import CachedWheel
 from orchestrator.errors import BundleError
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.remote import job_document, run_hostside
 from orchestrator.transport import Result, Transport
 
 STALE_AFTER = 300.0  # seconds without a heartbeat before a deploy lock counts as dead
-
-
-@dataclass(frozen=True)
-class WheelFile:
-    """One locked wheel and where the controller keeps its bytes."""
-
-    name: str
-    version: str
-    filename: str
-    sha256: str
-    size: int
-    path: Path
-
-    def request(self) -> dict:
-        return {"name": self.name, "version": self.version, "filename": self.filename,
-                "sha256": self.sha256, "size": self.size}
 
 
 @dataclass(frozen=True)
@@ -62,8 +47,8 @@ class DeployPlan:
     lock_digest: str
     python: str
     workers: tuple[WorkerRef, ...]
-    wheels: tuple[WheelFile, ...]
-    uv: WheelFile
+    wheels: tuple[CachedWheel, ...]
+    uv: CachedWheel
     relay: bool = True
 
     @property
@@ -147,22 +132,20 @@ def plan_deploy(fleet: Fleet, lane: str, *, relay: bool = True, lock=None, fetch
         lock = bundles.read_lock(lock_path)
     if fetch:
         bundles.fetch_wheels(lock, fleet.base_dir)
-    wheels = tuple(WheelFile(name=w.name, version=w.version, filename=w.filename, sha256=w.sha256,
+    wheels = tuple(CachedWheel(name=w.name, version=w.version, filename=w.filename, sha256=w.sha256,
                              size=w.size, path=bundles.cached_wheel_path(w)) for w in lock.wheels)
     return DeployPlan(lane=lane, bundle=lane_model.bundle, bundle_id=lock.bundle_id,
                       lock_digest=lock.digest, python=spec.python, workers=tuple(fleet.lane_workers(lane)),
                       wheels=wheels, uv=installer_wheel(), relay=relay)
 
 
-def installer_wheel() -> WheelFile:
+def installer_wheel() -> CachedWheel:
     """The uv wheel that installs bundles on workers: the controller's own uv
     version, cached once. uv is a wheel with a static binary inside, so it
     travels to workers like any bundle wheel."""
     from orchestrator import bundle as bundles
 
-    w = bundles.tool_wheel("uv")
-    return WheelFile(name=w.name, version=w.version, filename=w.filename, sha256=w.sha256, size=w.size,
-                     path=w.path)
+    return bundles.tool_wheel("uv")
 
 
 # ---------------------------------------------------------------------------
@@ -327,7 +310,7 @@ class _Deploy:
             return None
         return f"http://{seed.internal_address}:{doc['port']}/{self.holder['token']}"
 
-    def push(self, w: WorkerRef, wheels: list[WheelFile]) -> None:
+    def push(self, w: WorkerRef, wheels: list[CachedWheel]) -> None:
         """Send wheels from the controller over SFTP, then have the worker verify them."""
         incoming = f"{w.root}/store/sha256/.incoming"
         mk = self.t.run_one(w.name, ["mkdir", "-p", incoming], timeout=60)
