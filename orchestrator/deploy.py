@@ -304,7 +304,8 @@ class _Deploy:
 
     def serve(self, seed: WorkerRef) -> str | None:
         try:
-            doc = self.call(seed, "serve", {"token": self.holder["token"], "lifetime": 1800}, timeout=30)
+            doc = self.call(seed, "serve", {"token": self.holder["token"], "lifetime": 1800,
+                                            "bind": seed.internal_address}, timeout=30)
         except _Failed as exc:
             self.say(seed.name, f"cannot serve wheels to peers ({exc}); pushing directly")
             return None
