@@ -19,7 +19,15 @@ supervisor) does, in this order, recording each step with timestamps in
                  plan on CPU lanes (a later call by the script is a no-op and
                  is recorded); torch.distributed reads MASTER_ADDR & co.
 6. user-code     the script (runpy.run_path) or module (runpy.run_module) in
-                 this process, with sys.argv as the user gave it.
+                 this process, with sys.argv as the user gave it; `import
+                 orch_receipt` works there (hostside.orch_receipt, bound to
+                 this record) while the rest of hostside stays off sys.path.
+
+`record.json` is the process's receipt (orchestrator/schema/receipt.schema.json):
+besides the steps it holds the versions installed and as reported by the
+runtime, the version-gated capabilities present, the devices that answered
+and whatever the training code recorded (backend, metrics with their
+reduction). Every write is atomic (temp file + rename).
 
 This module imports only the standard library at module level; frontends
 are imported inside the functions that perform their step.
@@ -37,6 +45,7 @@ import traceback
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
+from hostside import receipt_facts
 
 # Stale folklore refused on every lane (FIELD-GUIDE section 3), on top of the
 # profile's own `forbid` list.
@@ -75,18 +84,24 @@ class Record:
             "python": platform.python_version(),
             "python_executable": sys.executable,
             "bundle_env": os.path.realpath(sys.prefix),
+            "bundle_id": receipt_facts.bundle_id(),
             "target": doc["target"],
             "phase": "starting",
             "launched_at": time.time(),
             "steps": [],
             "policy": {},
             "versions": {},
+            "versions_reported": {},
+            "devices": {},
+            "capabilities": {},
+            "training": None,
             "notes": [],
             "ready_at": None,
             "release_at": None,
             "released_at": None,
             "started_at": None,
             "exit": None,
+            "finished_at": None,
         }
 
     def step(self, name: str, status: str, started: float, detail: str = "", **extra) -> None:
@@ -159,25 +174,9 @@ def import_frontends(doc: dict, rec: Record) -> None:
                 raise Refusal(f"cannot import {module} under {sys.executable} "
                               f"(bundle {doc.get('bundle')}): {exc.__class__.__name__}: {exc}") from exc
         rec.step(f"import {frontend}", "done", t0)
-    rec.data["versions"] = versions_seen(doc)
+    rec.data["versions"] = receipt_facts.installed_versions(doc.get("distributions", []))
+    rec.data["versions_reported"] = receipt_facts.reported_versions()
     rec.save()
-
-
-def versions_seen(doc: dict) -> dict:
-    """Installed versions of the bundle's distributions, plus what imported modules say."""
-    from importlib import metadata
-
-    seen = {"python": platform.python_version()}
-    for dist in doc.get("distributions", []):
-        try:
-            seen[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            seen[dist] = None
-    for module in ("torch", "torch_xla", "jax", "jaxlib"):
-        mod = sys.modules.get(module)
-        if mod is not None and getattr(mod, "__version__", None):
-            seen[f"{module}.__version__"] = mod.__version__
-    return seen
 
 
 def init_caches(doc: dict, rec: Record) -> None:
@@ -296,8 +295,30 @@ def _bind_gloo(address: str | None, rec: Record) -> None:
         rec.note(f"could not bind gloo to {address}: {exc.__class__.__name__}: {exc}")
 
 
+def expose_receipt_api(rec: Record) -> None:
+    """Make `import orch_receipt` work for the user code (bound to this receipt); hostside stays off sys.path."""
+    from hostside import orch_receipt
+
+    orch_receipt._bind(rec)
+    sys.modules.setdefault("orch_receipt", orch_receipt)
+    rec.data["capabilities"] = receipt_facts.capabilities()
+    rec.save()
+
+
+def finish_receipt(doc: dict, rec: Record) -> None:
+    """What answered while the user code ran: devices, runtime-reported versions, the API's last records."""
+    try:
+        rec.data["devices"] = receipt_facts.devices(doc.get("frontends", []))
+        rec.data["versions_reported"] = receipt_facts.reported_versions()
+        sys.modules["hostside.orch_receipt"]._flush()
+    except BaseException as exc:  # the receipt must not change the run's exit status
+        rec.note(f"could not complete the receipt: {exc.__class__.__name__}: {exc}")
+    rec.data["finished_at"] = time.time()
+
+
 def run_user_code(doc: dict, rec: Record) -> int:
     target = doc["target"]
+    expose_receipt_api(rec)
     t0 = time.time()
     rec.data["phase"] = "running"
     rec.data["started_at"] = t0
@@ -318,6 +339,7 @@ def run_user_code(doc: dict, rec: Record) -> int:
     except BaseException:
         traceback.print_exc()
         code = 1
+    finish_receipt(doc, rec)
     rec.data["phase"] = "exited"
     rec.data["exit"] = {"code": code, "signal": None, "ended_at": time.time(), "source": "launcher"}
     rec.step("user-code", "done" if code == 0 else "failed", t0, f"exit code {code}")
