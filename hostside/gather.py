@@ -1,0 +1,61 @@
+"""List a run's files on one worker for `orch gather`: `python3 -m hostside.gather RUN_DIR`.
+
+Prints one JSON document: every regular file directly in the run directory
+(the receipt `record.json`, `output.log`, `supervisor.log`, `exit.json`, ...)
+with its size, mtime and sha256, the receipt's phase, and whether the run is
+still live on this worker (no `exit.json` yet). Temporary files of atomic
+writes are left out. The controller copies what it does not already hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+from hostside import SCHEMA_VERSION
+from hostside import launch_proc as lp
+
+MAX_BYTES = 256 << 20  # larger files are listed but not hashed (the controller does not copy them)
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def listing(run_dir: str) -> dict:
+    if not os.path.isdir(run_dir):
+        return {"ok": True, "run_dir": run_dir, "exists": False, "files": {}, "phase": None, "live": False}
+    files = {}
+    for name in sorted(os.listdir(run_dir)):
+        path = os.path.join(run_dir, name)
+        if ".tmp-" in name or not os.path.isfile(path) or os.path.islink(path):
+            continue
+        try:
+            st = os.stat(path)
+            entry = {"size": st.st_size, "mtime": st.st_mtime, "sha256": None}
+            if st.st_size <= MAX_BYTES:
+                entry["sha256"] = sha256(path)
+            else:
+                entry["too_large"] = True
+        except OSError as exc:  # vanished or unreadable between listdir and here
+            entry = {"size": None, "mtime": None, "sha256": None, "error": str(exc)}
+        files[name] = entry
+    record = lp.read_json(os.path.join(run_dir, lp.RECORD_FILE)) or {}
+    return {"ok": True, "run_dir": run_dir, "exists": True, "files": files, "phase": record.get("phase"),
+            "live": not os.path.exists(os.path.join(run_dir, lp.EXIT_FILE))}
+
+
+def main(argv: list[str]) -> int:
+    doc = listing(argv[0])
+    print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "gather", **doc}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
