@@ -516,6 +516,12 @@ def _check_cache_policy(model, lane_name, lane, slice_name, indices, where, prob
     policy = model.cache_policies[lane.cache]
     sl = model.slices[slice_name]
     path = ("cache_policies", lane.cache)
+    if policy.root and not policy.root.startswith("/"):
+        line = (f"{where(path + ('root',))}: cache root {policy.root!r} must be an absolute path on the workers "
+                "(it is used as given on every worker)")
+        if line not in problems:
+            problems.append(line)
+        return
     if policy.mode == "single-writer":
         if not policy.root:
             problems.append(f"{where(path)}: single-writer needs 'root' on the slice's shared mount")

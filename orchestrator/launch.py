@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from hostside.layout import LIBTPU_LOCKFILE, Layout
+from orchestrator.cache import describe as describe_cache
+from orchestrator.cache import launch_cache
 from orchestrator.errors import ConfigError, LaunchError
 from orchestrator.fleet import FOLKLORE_VARS, Fleet
 from orchestrator.policy import runtime_policy
@@ -293,7 +295,6 @@ def plan_launch(fleet: Fleet, lane: str, argv: Sequence[str], *, run_id: str | N
     slice_name, _ = fleet.lane_slice(lane)
     bundle = fleet.bundle(lane_model.bundle)
     profile = fleet.runtime_profile(lane)
-    cache = fleet.cache_policy(lane)
     target = parse_target(argv)
     extra_env = dict(extra_env or {})
     forbid = tuple(dict.fromkeys([*profile.forbid, *FOLKLORE_VARS]))
@@ -351,7 +352,7 @@ def plan_launch(fleet: Fleet, lane: str, argv: Sequence[str], *, run_id: str | N
         frontends=frontends, contract=startup_contract(frontends, lane_model.platform), target=target,
         workdir=wd, coordinator_address=coordinator, coordinator_port=coord_port, master_port=coord_port + 1,
         port_given=port is not None, timeout=timeout, forbid=forbid,
-        cache={"name": lane_model.cache, **cache.model_dump(mode="json")}, processes=tuple(processes))
+        cache=launch_cache(fleet, lane), processes=tuple(processes))
 
 
 def with_ports(plan: LaunchPlan, port: int) -> LaunchPlan:
@@ -384,8 +385,7 @@ def render_plan(plan: LaunchPlan) -> str:
         "  1. policy       set the environment below before any frontend import"
         + (f" (runtime profile {plan.profile})" if plan.profile else ""),
         f"  2. import       {', '.join(plan.frontends) or '(no frontend in the bundle)'}",
-        f"  3. cache-init   lane cache policy {plan.cache.get('name') or 'off'} "
-        f"(mode {plan.cache.get('mode')}): not implemented yet, recorded as skipped",
+        f"  3. cache-init   {describe_cache(plan.cache)}",
         "  4. ready        every process waits; all are released at one instant",
     ]
     n = 5

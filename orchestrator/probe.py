@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from orchestrator.cache import cache_plan
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.policy import runtime_policy
 from orchestrator.remote import ensure_hostside, job_document, run_hostside
@@ -91,20 +92,15 @@ def bundle_frontends(pins: dict[str, str], platform: str | None) -> list[str]:
 def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict]:
     """The cache directories a worker of `lane` uses, and whether it writes or only reads them.
 
-    Paths carry a `{bundle_id}` placeholder: only the worker knows which
-    bundle its lane has active.
+    Paths come from orchestrator.cache.cache_plan (the launcher uses the same)
+    and carry a `{bundle_id}` placeholder: only the worker knows which bundle
+    its lane has active.
     """
-    policy = fleet.cache_policy(lane)
-    if policy.mode == "off":
+    plan = cache_plan(fleet, lane, worker)
+    if plan.role == "off":
         return []
-    if policy.mode == "per-host":
-        root, expect = policy.root or f"{worker.root}/cache", "writable"
-    else:
-        members = fleet.lane_workers(lane)
-        writer = policy.writer if policy.writer is not None else min(w.index for w in members)
-        root, expect = policy.root, ("writable" if worker.index == writer else "readonly")
-    return [{"frontend": f, "path": f"{root.rstrip('/')}/{lane}/{{bundle_id}}/{f}", "expect": expect}
-            for f in frontends if f in CACHE_FRONTENDS]
+    expect = "writable" if plan.writes else "readonly"
+    return [{"frontend": f, "path": plan.roots[f], "expect": expect} for f in frontends if f in CACHE_FRONTENDS]
 
 
 def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True,
