@@ -9,8 +9,9 @@ supervisor) does, in this order, recording each step with timestamps in
                  profile-forbidden variables. No frontend is imported yet.
 2. import        import the lane's frontends (torch_xla, torch, jax), so the
                  slow part of start-up happens before the start barrier.
-3. cache-init    the lane's compilation-cache policy (not implemented yet:
-                 recorded as skipped).
+3. cache-init    the lane's compilation-cache policy: cache roots, reader or
+                 writer role, the single writer's lease, evidence listeners
+                 (hostside/launch_cache.py; the evidence is recorded at exit).
 4. ready         tell the controller, then wait for the release (all workers
                  are released together; the release carries a wall-clock
                  instant so the start skew is measurable).
@@ -180,14 +181,16 @@ def import_frontends(doc: dict, rec: Record) -> None:
 
 
 def init_caches(doc: dict, rec: Record) -> None:
-    # CACHE-INIT HOOK: the lane's compilation-cache policy goes here, after the
-    # frontends are imported and before the first computation (torch_xla:
-    # torch_xla.runtime.initialize_cache(path, readonly=...); jax:
-    # jax_compilation_cache_dir). Until then the step is recorded as skipped.
-    t0 = time.time()
-    policy = doc.get("cache") or {}
-    rec.step("cache-init", "skipped", t0, f"cache initialisation not implemented yet "
-             f"(lane cache policy: {policy.get('mode', 'off')})")
+    # CACHE-INIT HOOK: the lane's compilation-cache policy, after the frontends
+    # are imported and before the first computation (hostside/launch_cache.py:
+    # torch_xla.runtime.initialize_cache(path, readonly=...), jax's
+    # jax_compilation_cache_dir, the single writer's lease, evidence listeners).
+    from hostside import launch_cache
+
+    try:
+        launch_cache.init(doc, rec)
+    except launch_cache.CacheRefusal as exc:
+        raise Refusal(str(exc)) from exc
 
 
 def wait_for_release(doc: dict, rec: Record) -> None:
@@ -388,6 +391,9 @@ def main(argv: list[str]) -> int:
 
 def _finish(code: int) -> None:
     """Leave with `code`; a failed process does not wait on its peers at exit."""
+    from hostside import launch_cache
+
+    launch_cache.close()  # the cache evidence into the record; the writer lease released
     sys.stdout.flush()
     sys.stderr.flush()
     if code != 0:

@@ -1,0 +1,642 @@
+"""The compilation-cache policy on a worker: set up before the first computation, evidence at exit.
+
+The launcher calls `init(doc, rec)` after importing the lane's frontends and
+before the start barrier (so before any computation), and `close()` on its
+way out. For this process's cache plan (the launch file's
+`cache.processes[<worker>]`, made by orchestrator/cache.py) it:
+
+1. resolves the `{bundle_id}` in the planned paths from the bundle
+   environment it runs in (the lane's active bundle);
+2. single-writer writer: takes the writer lease on the shared mount
+   (`<cache dir>/writer.lease`: holder worker, hostname, pid, run id, bundle,
+   heartbeat). A live lease held by another process refuses the start, naming
+   the holder; a lease whose holder is gone (same host: its pid no longer
+   runs) or whose heartbeat is older than the TTL is reclaimed, and the
+   record says from whom and why. A daemon thread rewrites the heartbeat
+   while the process runs; `close()` removes the lease;
+3. JAX: registers `jax.monitoring` listeners (before any user code), then
+   sets `jax_compilation_cache_dir` to the JAX root with
+   `jax_persistent_cache_min_compile_time_secs=0` and
+   `jax_persistent_cache_min_entry_size_bytes=-1` (cache every executable);
+4. torch_xla: `torch_xla.runtime.initialize_cache(root, readonly=...)`.
+
+What "read-only" means for a reader, in fact (no read-only bind mount is
+available to the launcher, and readers run as the same user as the writer):
+
+- JAX never writes from a process whose id is not 0, and a JAX lane's
+  writer is process 0 by validation, so every JAX reader is such a process.
+  On top of that the launcher replaces JAX's `put_executable_and_time` in a
+  reader with a function that refuses (and counts) writes, and sets
+  `jax_compilation_cache_max_size=-1` so reads touch no access-time files.
+- torch_xla gets `readonly=True`: its cache never writes an entry then.
+- A reader whose root does not exist yet (the writer has not warmed it) runs
+  without a persistent cache rather than creating the directory.
+
+The process's record gets a `cache` section:
+
+    {"policy": mode, "role": writer|reader|private|off, "roots": {"jax": path, "torch_xla": path},
+     "lease": {...} | null, "evidence": {"jax": {...}, "torch_xla": {...}}, ...}
+
+with, per frontend, cache_hits, cache_misses, compile_time_saved_sec,
+compile_time_sec, entries_before and entries_after (and what each frontend
+adds: JAX's compile count and refused writes, torch_xla's deserialize
+failures).
+
+Run as a job (`python3 -m hostside.launch_cache VERB --request JSON`):
+
+    status   every bundle's caches under a lane directory: entries, bytes,
+             last write, and the writer lease's state
+    clear    remove them (a cache whose writer lease is live is refused)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import threading
+import time
+
+from hostside import SCHEMA_VERSION
+from hostside import launch_proc as lp
+
+FRONTENDS = ("jax", "torch_xla")
+LEASE_FILE = "writer.lease"
+CHECKS_DIR = ".checks"
+BUNDLE_PLACEHOLDER = "{bundle_id}"
+# What counts as one cache entry on disk, per frontend.
+ENTRY_SUFFIX = {"jax": "-cache", "torch_xla": ".bin"}
+LEASE_ATTEMPTS = 6
+
+JAX_HITS = "/jax/compilation_cache/cache_hits"
+JAX_MISSES = "/jax/compilation_cache/cache_misses"
+JAX_REQUESTS = "/jax/compilation_cache/compile_requests_use_cache"
+JAX_USING = "/jax/compilation_cache/tasks_using_cache"
+JAX_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
+JAX_RETRIEVAL = "/jax/compilation_cache/cache_retrieval_time_sec"
+JAX_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+class CacheRefusal(Exception):
+    """The cache policy cannot be applied: the launcher must not start the user code."""
+
+
+# ---------------------------------------------------------------------------
+# Entries on disk
+
+
+def count_entries(path: str | None, frontend: str) -> dict:
+    """{path, exists, entries, bytes, last_write} of one frontend's cache directory."""
+    out = {"path": path, "exists": bool(path) and os.path.isdir(path), "entries": 0, "bytes": 0,
+           "last_write": None}
+    if not out["exists"]:
+        return out
+    suffix = ENTRY_SUFFIX.get(frontend)
+    last = None
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            out["bytes"] += st.st_size
+            last = st.st_mtime if last is None else max(last, st.st_mtime)
+            if (suffix and name.endswith(suffix)) or (not suffix and not name.startswith(".")):
+                out["entries"] += 1
+    out["last_write"] = last
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The writer lease
+
+
+def judge_lease(doc: dict | None, *, now: float, hostname: str, ttl: float, alive=lp.alive) -> tuple[str, str]:
+    """("none" | "live" | "stale", why) for a lease document.
+
+    On the holder's own host the holder's pid decides (a killed holder is
+    stale at once); elsewhere only the heartbeat can, so a lease is stale
+    when it has not been rewritten for `ttl` seconds.
+    """
+    if doc is None:
+        return "none", "no writer lease"
+    holder = doc.get("holder") or {}
+    beat = doc.get("heartbeat_at")
+    if not isinstance(beat, (int, float)):
+        return "stale", "the lease file is unreadable or has no heartbeat"
+    age = now - beat
+    if holder.get("hostname") == hostname and not alive(holder.get("pid"), holder.get("starttime")):
+        return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
+    if age > ttl:
+        return "stale", f"its heartbeat expired {age:.0f}s ago (ttl {ttl:g}s)"
+    return "live", f"heartbeat {max(age, 0.0):.1f}s ago"
+
+
+def describe_holder(holder: dict) -> str:
+    return (f"{holder.get('worker', '?')} (host {holder.get('hostname', '?')}, pid {holder.get('pid', '?')}, "
+            f"run {holder.get('run_id', '?')}, bundle {holder.get('bundle_id', '?')})")
+
+
+def _write_new(path: str, doc: dict) -> bool:
+    """Create `path` holding `doc` only if it does not exist (atomic: readers never see half a file)."""
+    tmp = f"{path}.tmp-{doc['nonce']}"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    try:
+        os.link(tmp, path)  # atomic and exclusive, also on NFS
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        # A filesystem without hard links: O_EXCL creation, then the content.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+class Lease:
+    """The single writer's lease on one cache directory, with its heartbeat thread."""
+
+    def __init__(self, path: str, holder: dict, *, ttl: float, interval: float):
+        self.path = path
+        self.holder = holder
+        self.ttl = ttl
+        self.interval = interval
+        self.nonce = secrets.token_hex(8)
+        self.acquired = None          # "new" | "reclaimed"
+        self.reclaimed_from = None    # the previous holder and why it was reclaimed
+        self.state = "unheld"         # held | released | lost
+        self.lost_reason = None
+        self.heartbeats = 0
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _doc(self, now: float) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "kind": "cache-writer-lease", "nonce": self.nonce,
+                "holder": self.holder, "acquired_at": now, "heartbeat_at": now,
+                "heartbeat_interval": self.interval, "ttl": self.ttl}
+
+    def acquire(self) -> None:
+        """Take the lease, reclaiming an abandoned one; CacheRefusal while another writer's is live."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        hostname = socket.gethostname()
+        for _ in range(LEASE_ATTEMPTS):
+            if _write_new(self.path, self._doc(time.time())):
+                self.acquired = "reclaimed" if self.reclaimed_from else "new"
+                self.state = "held"
+                return
+            current = lp.read_json(self.path)
+            if current is None and not os.path.exists(self.path):
+                continue  # released in between
+            state, why = judge_lease(current, now=time.time(), hostname=hostname, ttl=self.ttl)
+            if state == "live":
+                holder = (current or {}).get("holder") or {}
+                raise CacheRefusal(
+                    f"the compilation cache {os.path.dirname(self.path)} already has a live writer: "
+                    f"{describe_holder(holder)}, {why}. A second writer is refused; wait for that run to end "
+                    f"or stop it (orch stop {holder.get('run_id', 'RUN')})")
+            # Abandoned: move it aside (one contender wins the rename), then create ours.
+            aside = f"{self.path}.stale-{self.nonce}"
+            try:
+                os.rename(self.path, aside)
+            except FileNotFoundError:
+                continue
+            moved = lp.read_json(aside)
+            if (moved or {}).get("nonce") != (current or {}).get("nonce"):
+                # Someone else's fresh lease: put it back untouched and look again.
+                try:
+                    os.link(aside, self.path)
+                except OSError:
+                    pass
+                os.unlink(aside)
+                continue
+            os.unlink(aside)
+            self.reclaimed_from = {**((current or {}).get("holder") or {}), "reason": why,
+                                   "heartbeat_at": (current or {}).get("heartbeat_at")}
+        raise CacheRefusal(f"could not take the writer lease {self.path} after {LEASE_ATTEMPTS} attempts "
+                           "(other writers keep taking it)")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name="orch-cache-lease", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not self.beat():
+                return
+
+    def beat(self) -> bool:
+        """Rewrite the heartbeat if the lease is still ours; False once it is not."""
+        current = lp.read_json(self.path)
+        if current is None and os.path.exists(self.path):
+            return True  # unreadable for a moment: look again at the next beat
+        if (current or {}).get("nonce") != self.nonce:
+            self.state = "lost"
+            self.lost_reason = ("the lease file was removed" if current is None else
+                                f"taken over by {describe_holder(current.get('holder') or {})}")
+            return False
+        self.heartbeats += 1
+        try:
+            lp.write_json_atomic(self.path, {**current, "heartbeat_at": time.time(), "heartbeats": self.heartbeats})
+        except OSError as exc:
+            self.lost_reason = f"heartbeat failed: {exc}"
+        return True
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * self.interval + 1)
+        if self.state != "held":
+            return
+        current = lp.read_json(self.path)
+        if (current or {}).get("nonce") == self.nonce:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            self.state = "released"
+        else:
+            self.state = "lost"
+            self.lost_reason = self.lost_reason or "the lease was not ours any more at exit"
+
+    def summary(self) -> dict:
+        return {"path": self.path, "state": self.state, "acquired": self.acquired, "holder": self.holder,
+                "reclaimed_from": self.reclaimed_from, "ttl": self.ttl, "heartbeat_interval": self.interval,
+                "heartbeats": self.heartbeats, "lost_reason": self.lost_reason}
+
+
+# ---------------------------------------------------------------------------
+# Evidence
+
+
+class JaxEvidence:
+    """Counts JAX's compilation-cache and compile events (jax.monitoring listeners)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.durations: dict[str, float] = {}
+        self.duration_counts: dict[str, int] = {}
+        self.writes_refused = 0
+
+    def on_event(self, event: str, **_kwargs) -> None:
+        with self.lock:
+            self.counts[event] = self.counts.get(event, 0) + 1
+
+    def on_duration(self, event: str, duration: float, **_kwargs) -> None:
+        with self.lock:
+            self.durations[event] = self.durations.get(event, 0.0) + float(duration)
+            self.duration_counts[event] = self.duration_counts.get(event, 0) + 1
+
+    def summary(self) -> dict:
+        with self.lock:
+            c, d, n = dict(self.counts), dict(self.durations), dict(self.duration_counts)
+        hits, requests = c.get(JAX_HITS, 0), c.get(JAX_REQUESTS, 0)
+        # jax 0.10 records its `cache_misses` event when it writes an entry
+        # (compilation_cache.put_executable_and_time), so a miss here is a
+        # lookup that found nothing, and the event counts writes.
+        return {"cache_hits": hits, "cache_misses": max(requests - hits, 0),
+                "cache_writes": c.get(JAX_MISSES, 0),
+                "compile_time_saved_sec": round(d.get(JAX_SAVED, 0.0), 4),
+                "compile_time_sec": round(d.get(JAX_COMPILE, 0.0), 4), "compiles": n.get(JAX_COMPILE, 0),
+                "cache_requests": requests, "cache_used": c.get(JAX_USING, 0) > 0,
+                "cache_retrieval_time_sec": round(d.get(JAX_RETRIEVAL, 0.0), 4),
+                "writes_refused": self.writes_refused}
+
+
+def torch_xla_evidence() -> dict:
+    """torch_xla's persistent-cache counters and compile time (its metrics, read at exit)."""
+    import torch_xla.debug.metrics as met
+
+    def counter(name: str) -> int:
+        value = met.counter_value(name)
+        return int(value) if value else 0
+
+    data = met.metric_data("CompileTime")  # (count, accumulated nanoseconds, samples)
+    return {"cache_hits": counter("PersistentCacheHit"), "cache_misses": counter("PersistentCacheMiss"),
+            "compile_time_saved_sec": None,
+            "compile_time_sec": round(data[1] / 1e9, 4) if data else 0.0,
+            "compiles": int(data[0]) if data else 0,
+            "deserialize_failures": counter("PersistentCacheDeserializeFailure")}
+
+
+# ---------------------------------------------------------------------------
+# The launcher's session
+
+
+class Session:
+    """What init() set up in this process, for close()."""
+
+    def __init__(self, rec, state: dict, frontends: list[str]):
+        self.rec = rec
+        self.state = state
+        self.frontends = frontends
+        self.jax = None
+        self.lease: Lease | None = None
+
+
+_SESSION: Session | None = None
+_CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY")
+
+
+def bundle_id_of_this_python() -> str:
+    """The bundle id of the environment this process runs in (<root>/envs/<bundle-id>)."""
+    return os.path.basename(os.path.realpath(sys.prefix).rstrip("/"))
+
+
+def init(doc: dict, rec) -> dict:
+    """Apply this process's cache plan before the first computation; returns the record's `cache` section."""
+    global _SESSION
+    t0 = time.time()
+    cache = doc.get("cache") or {}
+    mode = cache.get("mode") or "off"
+    plan = (cache.get("processes") or {}).get(doc["worker"]) or {}
+    role = plan.get("role") or "off"
+    bundle_id = bundle_id_of_this_python()
+
+    def fill(path):
+        return path.replace(BUNDLE_PLACEHOLDER, bundle_id) if path else None
+
+    roots = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
+    frontends = [f for f in doc.get("frontends", []) if f in FRONTENDS]
+    state = {"policy": mode, "name": cache.get("name"), "role": role, "roots": roots, "lease": None,
+             "evidence": {}, "bundle_id": bundle_id, "base": fill(plan.get("base")), "shared": plan.get("shared"),
+             "writer": plan.get("writer"), "scope": cache.get("scope"), "frontends": frontends,
+             "configured": {f: False for f in frontends}, "enforcement": [], "caveats": []}
+    session = Session(rec, state, frontends)
+    _SESSION = session
+    rec.data["cache"] = state
+    if mode != "off" and not plan:
+        state["role"] = role = "off"
+        state["caveats"].append(f"the launch plan has no cache plan for {doc['worker']}: no cache configured")
+    inherited = {k: os.environ[k] for k in _CACHE_ENV if os.environ.get(k)}
+    if inherited and role != "off":
+        state["caveats"].append("the environment sets " + ", ".join(f"{k}={v}" for k, v in inherited.items())
+                                + "; the lane's cache policy overrides it")
+    elif inherited:
+        state["caveats"].append("the environment sets " + ", ".join(f"{k}={v}" for k, v in inherited.items())
+                                + ": a cache orch does not manage (the lane's cache policy is off)")
+
+    if "jax" in frontends:
+        session.jax = _listen_to_jax(state)
+    if role != "off" and not frontends:
+        state["caveats"].append("the bundle has no frontend with a persistent compilation cache "
+                                "(jax or torch_xla); nothing to configure")
+    if role == "writer" and frontends:
+        ttl = float(cache.get("lease_ttl") or 20.0)
+        interval = float(cache.get("heartbeat_interval") or 2.0)
+        holder = {"worker": doc["worker"], "hostname": socket.gethostname(), "pid": os.getpid(),
+                  "starttime": (lp.stat(os.getpid()) or {}).get("starttime"), "run_id": doc["run_id"],
+                  "lane": doc["lane"], "bundle_id": bundle_id, "process_id": doc["process_id"]}
+        lease = Lease(fill(plan["lease"]), holder, ttl=ttl, interval=interval)
+        try:
+            lease.acquire()
+        except CacheRefusal:
+            state["lease"] = {**lease.summary(), "state": "refused"}
+            rec.step("cache-init", "refused", t0, "another writer holds the cache's lease")
+            raise
+        session.lease = lease
+        lease.start()
+        state["lease"] = lease.summary()
+        if lease.reclaimed_from:
+            prev = lease.reclaimed_from
+            text = f"cache writer lease {lease.path} reclaimed from {describe_holder(prev)}: {prev['reason']}"
+            rec.note(text)
+            print(f"orch launcher: {text}", file=sys.stderr, flush=True)
+    for frontend in frontends:
+        state["evidence"].setdefault(frontend, {})["entries_before"] = count_entries(roots[frontend],
+                                                                                    frontend)["entries"]
+    try:
+        if "torch_xla" in frontends and role != "off":
+            _setup_torch_xla(roots["torch_xla"], role, state)
+        if "jax" in frontends and role != "off":
+            _setup_jax(roots["jax"], role, state, session.jax, doc)
+    except CacheRefusal:
+        rec.step("cache-init", "failed", t0, "the cache policy could not be applied before the first computation")
+        close()
+        raise
+    if role == "off":
+        detail = "lane cache policy off: no persistent compilation cache configured by orch"
+        status = "skipped"
+    else:
+        detail = f"{mode} cache, role {role}: " + "; ".join(state["enforcement"] or ["nothing to configure"])
+        status = "done"
+    rec.step("cache-init", status, t0, detail)
+    return state
+
+
+def _listen_to_jax(state: dict) -> JaxEvidence | None:
+    evidence = JaxEvidence()
+    try:
+        import jax.monitoring as monitoring
+
+        monitoring.register_event_listener(evidence.on_event)
+        monitoring.register_event_duration_secs_listener(evidence.on_duration)
+    except Exception as exc:  # a jax without these hooks: no evidence, said so
+        state["caveats"].append(f"jax.monitoring listeners unavailable ({exc.__class__.__name__}: {exc}); "
+                                "no JAX compile evidence")
+        return None
+    return evidence
+
+
+def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, doc: dict) -> None:
+    import jax
+    from jax._src import compilation_cache as cc
+
+    # (cc.is_initialized() only says "enabled" nowadays; these say "already used".)
+    if getattr(cc, "_cache_initialized", False) or getattr(cc, "_cache_checked", False):
+        raise CacheRefusal("JAX's compilation cache was already initialised before the launcher could apply the "
+                           "lane's policy (something compiled during import)")
+    if role == "reader" and not os.path.isdir(root):
+        state["caveats"].append(f"jax: {root} does not exist yet (the writer has not warmed it); this reader "
+                                "runs without a persistent cache rather than create it")
+        return
+    if role != "reader":
+        os.makedirs(root, exist_ok=True)
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", root)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    line = f"jax: jax_compilation_cache_dir={root}, min_compile_time_secs=0, min_entry_size_bytes=-1"
+    if role == "reader":
+        # A reader never writes: JAX writes only from process 0 (and a JAX
+        # writer is process 0); the launcher also refuses writes in-process.
+        jax.config.update("jax_compilation_cache_max_size", -1)
+        original = cc.put_executable_and_time
+
+        def put_executable_and_time(*_args, **_kwargs):
+            """orch: this process reads the cache and never writes it."""
+            if evidence is not None:
+                evidence.writes_refused += 1
+            return None
+
+        put_executable_and_time.__wrapped__ = original
+        cc.put_executable_and_time = put_executable_and_time
+        line += "; reader: writes refused in-process, no eviction (reads touch no file)"
+    elif int(doc.get("num_processes") or 1) > 1 and int(doc.get("process_id") or 0) != 0:
+        state["caveats"].append(f"jax writes its persistent cache only from process 0: this process "
+                                f"({doc.get('process_id')}) leaves its private cache {root} empty")
+    state["configured"]["jax"] = True
+    state["enforcement"].append(line)
+
+
+def _setup_torch_xla(root: str, role: str, state: dict) -> None:
+    import torch_xla.runtime as xr
+
+    readonly = role == "reader"
+    if readonly and not os.path.isdir(root):
+        state["caveats"].append(f"torch_xla: {root} does not exist yet (the writer has not warmed it); this "
+                                "reader runs without a persistent cache rather than create it")
+        return
+    if not readonly:
+        os.makedirs(root, exist_ok=True)
+    try:
+        xr.initialize_cache(root, readonly=readonly)
+    except Exception as exc:
+        raise CacheRefusal(f"torch_xla.runtime.initialize_cache({root!r}, readonly={readonly}) failed: "
+                           f"{exc.__class__.__name__}: {exc} (the runtime was initialised before the launcher "
+                           "could apply the lane's cache policy)") from exc
+    state["configured"]["torch_xla"] = True
+    state["enforcement"].append(f"torch_xla: initialize_cache({root}, readonly={readonly})")
+
+
+def close() -> None:
+    """Record the evidence and release the writer lease (the launcher's exit path; never raises)."""
+    global _SESSION
+    session, _SESSION = _SESSION, None
+    if session is None:
+        return
+    state = session.state
+    try:
+        for frontend in session.frontends:
+            ev = state["evidence"].setdefault(frontend, {})
+            try:
+                if frontend == "jax" and session.jax is not None:
+                    ev.update(session.jax.summary())
+                elif frontend == "torch_xla" and "torch_xla" in sys.modules:
+                    ev.update(torch_xla_evidence())
+            except Exception as exc:
+                ev["error"] = f"{exc.__class__.__name__}: {exc}"
+            ev["entries_after"] = count_entries(state["roots"].get(frontend), frontend)["entries"]
+        if session.lease is not None:
+            session.lease.release()
+            state["lease"] = session.lease.summary()
+        state["closed_at"] = time.time()
+        session.rec.data["cache"] = state
+        session.rec.save()
+    except Exception as exc:
+        print(f"orch launcher: recording the cache evidence failed: {exc.__class__.__name__}: {exc}",
+              file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Jobs: status and clear
+
+
+def _bundle_dirs(lane_dir: str | None) -> list[str]:
+    if not lane_dir or not os.path.isdir(lane_dir):
+        return []
+    return sorted(e for e in os.listdir(lane_dir) if not e.startswith(".") and os.path.isdir(os.path.join(lane_dir, e)))
+
+
+def _lease_view(path: str, ttl: float) -> dict:
+    doc = lp.read_json(path)
+    if doc is None and os.path.exists(path):
+        doc = {}
+    state, why = judge_lease(doc, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
+    out = {"state": state, "reason": why, "path": path}
+    if doc:
+        out.update({"holder": doc.get("holder"), "heartbeat_at": doc.get("heartbeat_at"),
+                    "acquired_at": doc.get("acquired_at")})
+    return out
+
+
+def status(req: dict) -> dict:
+    lane_dir, ttl = req.get("lane_dir"), float(req.get("ttl") or 20.0)
+    active = req.get("active")
+    active_id = os.path.basename(os.path.realpath(active)) if active and os.path.exists(active) else None
+    bundles = []
+    for bundle_id in _bundle_dirs(lane_dir):
+        base = os.path.join(lane_dir, bundle_id)
+        bundles.append({"bundle_id": bundle_id, "active": bundle_id == active_id, "base": base,
+                        "frontends": {f: count_entries(os.path.join(base, f), f) for f in FRONTENDS},
+                        "lease": _lease_view(os.path.join(base, LEASE_FILE), ttl)})
+    checks_dir = req.get("checks_dir")
+    checks = sorted(os.listdir(checks_dir)) if checks_dir and os.path.isdir(checks_dir) else []
+    return {"ok": True, "lane_dir": lane_dir, "exists": bool(lane_dir) and os.path.isdir(lane_dir),
+            "active_bundle": active_id, "bundles": bundles, "checks": checks}
+
+
+def _size(path: str) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def clear(req: dict) -> dict:
+    ttl = float(req.get("ttl") or 20.0)
+    scope_dir = req.get("scope_dir")
+    if scope_dir:
+        if f"/{CHECKS_DIR}/" not in scope_dir:
+            return {"ok": False, "error": f"refusing to remove {scope_dir}: not a restart-check directory"}
+        if not os.path.isdir(scope_dir):
+            return {"ok": True, "removed": [], "freed": 0, "refused": []}
+        freed = _size(scope_dir)
+        shutil.rmtree(scope_dir, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(scope_dir))  # .checks, once no check is left
+        except OSError:
+            pass
+        return {"ok": not os.path.exists(scope_dir), "removed": [scope_dir], "freed": freed, "refused": []}
+    lane_dir = req.get("lane_dir")
+    removed, refused, freed = [], [], 0
+    for bundle_id in _bundle_dirs(lane_dir):
+        base = os.path.join(lane_dir, bundle_id)
+        lease = _lease_view(os.path.join(base, LEASE_FILE), ttl)
+        if lease["state"] == "live":
+            refused.append(f"{base}: its writer is running: {describe_holder(lease.get('holder') or {})}, "
+                           f"{lease['reason']}")
+            continue
+        freed += _size(base)
+        shutil.rmtree(base, ignore_errors=True)
+        removed.append(base)
+    if lane_dir and os.path.isdir(lane_dir) and not os.listdir(lane_dir):
+        os.rmdir(lane_dir)
+    return {"ok": not refused, "removed": removed, "freed": freed, "refused": refused}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="hostside.launch_cache")
+    parser.add_argument("verb", choices=("status", "clear"))
+    parser.add_argument("--request", required=True, help="the request as one JSON document")
+    args = parser.parse_args(argv)
+    req = json.loads(args.request)
+    try:
+        result = status(req) if args.verb == "status" else clear(req)
+    except OSError as exc:
+        result = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
+    print(json.dumps({"schema_version": SCHEMA_VERSION, "job": f"launch_cache.{args.verb}", **result}))
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
