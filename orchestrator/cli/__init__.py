@@ -19,7 +19,7 @@ from orchestrator.errors import OrchError
 
 # Verb modules, each defining `register(main)`.
 COMMAND_MODULES = ["fleet_cmd", "exec_cmd", "sandbox_cmd", "diagnose_cmd", "probe_cmd", "bundle_cmd",
-                   "deploy_cmd", "launch_cmd", "play_cmd", "receipts_cmd"]
+                   "deploy_cmd", "launch_cmd", "play_cmd", "receipts_cmd", "cache_cmd"]
 
 
 @dataclass
