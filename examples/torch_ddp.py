@@ -7,6 +7,11 @@ every global batch; DDP averages the gradients, and the reported loss is
 all-reduced across ranks, so every rank prints the same global loss (a
 number that differed per rank would be a local one, not a global one).
 
+The receipt (`import orch_receipt`, provided by `orch launch`) records the
+backend that answered (`torch_gloo_cpu`: torch.distributed over gloo with
+CPU tensors), every step time, and the loss as a global metric reduced by
+all_reduce over every rank.
+
     orch launch --lane torch --workdir examples -- torch_ddp.py --steps 20
 
 Fault injection for tests: `--fail-rank 2 --fail-after 3 --fail-code 3`.
@@ -19,6 +24,7 @@ import os
 import sys
 import time
 
+import orch_receipt
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -59,6 +65,10 @@ def main(argv: list[str]) -> int:
         print(f"collective check FAILED: {mark.item()} != {expected}", flush=True)
         return 1
     print(f"rank {rank}: collective check ok (global sum {mark.item():g})", flush=True)
+    device = mark.device.type
+    orch_receipt.record_backend(f"torch_{dist.get_backend()}_{device}", frontend="torch",
+                                detail=f"DistributedDataParallel over torch.distributed ({dist.get_backend()}), "
+                                       f"{world} ranks, {device} tensors")
 
     model = DistributedDataParallel(torch.nn.Linear(FEATURES, 1, bias=False))
     with torch.no_grad():
@@ -67,6 +77,7 @@ def main(argv: list[str]) -> int:
     loss_value = None
     for step in range(args.steps):
         x, y = batch(step, rank, args.rows)
+        t0 = time.perf_counter()
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()  # DDP all-reduces (averages) the gradients here
@@ -74,6 +85,10 @@ def main(argv: list[str]) -> int:
         global_loss = loss.detach().clone()
         dist.all_reduce(global_loss)  # the reported number is the global mean, proven by the collective
         loss_value = global_loss.item() / world
+        orch_receipt.record_time("step", time.perf_counter() - t0)
+        orch_receipt.record_metric("loss", loss_value, scope="global", reduced_by="all_reduce", over=world,
+                                   step=step, detail="dist.all_reduce (sum) of every rank's loss, divided by "
+                                                     "the world size")
         print(f"rank {rank} step {step} loss {loss_value:.6f}", flush=True)
         if rank == args.fail_rank and step + 1 >= args.fail_after:
             print(f"rank {rank}: failing on purpose with exit code {args.fail_code}", flush=True)

@@ -102,11 +102,13 @@ def _ms(seconds) -> str:
               help="Seconds for every worker to become ready (imports done) before the run is abandoned.")
 @click.option("--port", type=int, help="Coordinator port (default: derived from the run id; "
               "the next port is torch's MASTER_PORT).")
+@click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs to the controller "
+              "at the end (`orch gather RUN` does it later).")
 @click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detach, reclaim, grace, failure_grace,
-           lost_after, start_timeout, port, run_id, argv):
+           lost_after, start_timeout, port, no_gather, run_id, argv):
     """Launch one process per worker of a lane, together, as a gang.
 
     \b
@@ -115,7 +117,8 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
 
     The script runs under the lane's active bundle Python. If one worker fails
     (or is lost), every other worker's processes are ended; Ctrl-C and
-    --timeout do the same.
+    --timeout do the same. At the end every worker's receipt and logs are
+    gathered into the run's record (unless --no-gather).
     """
     from orchestrator import launch as core
     from orchestrator import runs
@@ -139,11 +142,34 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
                                on_output=None if as_json else printer.output, report=printer.report,
                                grace=grace, failure_grace=failure_grace, lost_after=lost_after,
                                start_timeout=start_timeout, record=record)
+        gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
     if as_json:
         click.echo(json.dumps(outcome.to_dict(), indent=2))
     _render_outcome(outcome, printer)
+    if gathered:
+        for line in gathered:
+            printer.report(line)
     if not outcome.ok:
         sys.exit(outcome.exit_code)
+
+
+def _gather_receipts(record, transport, plan) -> list[str]:
+    """Copy the receipts and logs of the run that just ended; a summary, plus the report's warnings."""
+    from orchestrator import receipts
+    from orchestrator.cli.receipts_cmd import gather_lines
+
+    try:
+        result = receipts.gather(record, transport, plan=plan)
+        lines = gather_lines(result)
+        rep = receipts.report(record)
+    except Exception as exc:  # the run's outcome stands whatever gathering does
+        return [f"could not gather the receipts: {exc.__class__.__name__}: {exc} (`orch gather {plan.run_id}`)"]
+    warnings = rep.warnings
+    if warnings:
+        lines.append(f"report: {len(warnings)} flag{'s' if len(warnings) != 1 else ''} "
+                     f"(`orch report {plan.run_id}`)")
+        lines += [f"  ! [{f.kind}] {f.message}" for f in warnings[:5]]
+    return lines
 
 
 def _record_and_fleet(obj, ref: str):
