@@ -39,7 +39,8 @@ from orchestrator.yamlsrc import Located, did_you_mean, load
 
 STEP_KEYS = {"name", "lane"}
 RUN_PRODUCERS = {"launch", "restart-check"}
-PATH_OPTIONS = {"workdir", "html"}  # relative to the playbook file
+PATH_OPTIONS = {"workdir"}          # relative to the playbook file
+RUN_PATH_OPTIONS = {"html"}         # relative to the step's run directory on the controller
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ class Ladder:
 
 
 def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path,
-               run_ids: Mapping[str, str]) -> list[str]:
+               run_ids: Mapping[str, str], runs_dir: Path | None = None) -> list[str]:
     """The orch command line for a step (without the program and global options)."""
     argv = step.verb.split(" ")
     if shape.has_lane and lane and "lane" not in step.options:
@@ -237,6 +238,9 @@ def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path
             v = str(v)
             if key in PATH_OPTIONS and not os.path.isabs(v):
                 v = str((base_dir / v).resolve())
+            elif key in RUN_PATH_OPTIONS and not os.path.isabs(v) and runs_dir is not None:
+                run = run_ids.get(str(step.options.get("run")), str(step.options.get("run")))
+                v = str(runs_dir / run / v)
             argv += [flag, v]
     return argv + positional + (["--", *tail] if tail else [])
 
@@ -258,7 +262,7 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
     t0 = time.monotonic()
     for step in playbook.steps:
         shape = shapes[step.verb]
-        argv = build_argv(step, shape, step.lane or lane, playbook.path.parent, run_ids)
+        argv = build_argv(step, shape, step.lane or lane, playbook.path.parent, run_ids, runs_dir)
         rung = Rung(name=step.name, verb=step.verb, argv=argv)
         ladder.rungs.append(rung)
         if step.index < first or ladder.stopped_at:

@@ -33,10 +33,9 @@ def test_the_shipped_playbooks_validate_against_the_real_commands():
 
 
 def test_a_misspelled_option_names_file_line_step_and_suggests():
-    assert problems("lane: cpu\nsteps:\n  - probe: {shallow: true}\n  - launch: {workdri: x, argv: [a.py]}\n") == [
-        "ladder.yaml:4 steps[1].launch.workdri: `orch launch` has no option 'workdri'; did you mean 'workdir'? "
-        "(options: argv, detach, dry_run, env, failure_grace, grace, lane, lost_after, name, port, reclaim, "
-        "run_id, start_timeout, timeout, workdir)"]
+    [problem] = problems("lane: cpu\nsteps:\n  - probe: {shallow: true}\n  - launch: {workdri: x, argv: [a.py]}\n")
+    assert problem.startswith("ladder.yaml:4 steps[1].launch.workdri: `orch launch` has no option 'workdri'; "
+                              "did you mean 'workdir'? (options: argv, detach, dry_run, env, ")
 
 
 def test_an_unknown_verb_is_suggested():
