@@ -68,8 +68,10 @@ FRONTENDS = ("jax", "torch_xla")
 LEASE_FILE = "writer.lease"
 CHECKS_DIR = ".checks"
 BUNDLE_PLACEHOLDER = "{bundle_id}"
-# What counts as one cache entry on disk, per frontend.
-ENTRY_SUFFIX = {"jax": "-cache", "torch_xla": ".bin"}
+# What counts as one cache entry on disk, per frontend: jax writes `<key>-cache`
+# (and `<key>-atime` beside it); torch_xla one file per graph hash (named by
+# the hash alone in 2.9, `<hash>.bin` in some older lines): every visible file.
+ENTRY_SUFFIX = {"jax": "-cache", "torch_xla": None}
 LEASE_ATTEMPTS = 6
 
 JAX_HITS = "/jax/compilation_cache/cache_hits"
@@ -532,6 +534,7 @@ def close() -> None:
             except Exception as exc:
                 ev["error"] = f"{exc.__class__.__name__}: {exc}"
             ev["entries_after"] = count_entries(state["roots"].get(frontend), frontend)["entries"]
+        _note_overrides(state)
         if session.lease is not None:
             session.lease.release()
             state["lease"] = session.lease.summary()
@@ -541,6 +544,24 @@ def close() -> None:
     except Exception as exc:
         print(f"orch launcher: recording the cache evidence failed: {exc.__class__.__name__}: {exc}",
               file=sys.stderr, flush=True)
+
+
+def _note_overrides(state: dict) -> None:
+    """Say so when the program pointed a frontend's cache somewhere else than the policy did."""
+    configured = state.get("configured") or {}
+    if configured.get("jax") and "jax" in sys.modules:
+        try:
+            now = sys.modules["jax"].config.jax_compilation_cache_dir
+        except Exception:
+            now = state["roots"]["jax"]
+        if now != state["roots"]["jax"]:
+            state["caveats"].append(f"the program set jax_compilation_cache_dir to {now!r}: it overrode the "
+                                    f"lane's cache policy ({state['roots']['jax']})")
+    if configured.get("torch_xla"):
+        now = os.environ.get("XLA_PERSISTENT_CACHE_PATH")
+        if now != state["roots"]["torch_xla"]:
+            state["caveats"].append(f"XLA_PERSISTENT_CACHE_PATH is {now!r} at exit: the program changed the "
+                                    f"lane's torch_xla cache ({state['roots']['torch_xla']})")
 
 
 # ---------------------------------------------------------------------------
