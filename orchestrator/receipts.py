@@ -412,6 +412,20 @@ class WorkerRow:
             text += f" ({d['local_count']} local)"
         return text
 
+    def cache_text(self) -> str:
+        """`policy/role` and, per frontend, the cache hits and misses the launcher observed."""
+        c = self.cache
+        if not c:
+            return "-"
+        policy = c.get("policy")
+        if isinstance(policy, dict):
+            policy = policy.get("name") or policy.get("mode")
+        text = "/".join(str(x) for x in (policy, c.get("role")) if x)
+        for fe, ev in (c.get("evidence") or {}).items():
+            if isinstance(ev, dict) and (ev.get("cache_hits") is not None or ev.get("cache_misses") is not None):
+                text += f" {fe} {ev.get('cache_hits', '?')}h/{ev.get('cache_misses', '?')}m"
+        return text or "-"
+
     def backend_text(self) -> str:
         if not self.backends:
             return "-"
@@ -911,13 +925,14 @@ def render_html(r: Report) -> str:
                      "was reduced</p>")
     parts += ["<h2>Workers</h2>", "<table><tr><th>worker</th><th>process</th><th>bundle</th><th>device</th>"
               "<th>backend</th><th>compile s</th><th>step s (median)</th><th>steps</th><th>user code s</th>"
-              "<th>exit</th><th>receipt</th></tr>"]
+              "<th>cache</th><th>exit</th><th>receipt</th></tr>"]
     for x in r.rows:
         parts.append(f"<tr><td>{e(x.worker)}</td><td class=num>{x.process_id}</td>"
                      f"<td>{e(str(x.bundle))}@{e((x.bundle_id or '?')[:12])}</td><td>{e(x.device_text())}</td>"
                      f"<td>{e(x.backend_text())}</td><td class=num>{num(x.compile_s)}</td>"
                      f"<td class=num>{num(x.step_s)}</td><td class=num>{x.steps}</td>"
-                     f"<td class=num>{num(x.user_code_s)}</td><td>{e(x.exit_text())}</td>"
+                     f"<td class=num>{num(x.user_code_s)}</td><td>{e(x.cache_text())}</td>"
+                     f"<td>{e(x.exit_text())}</td>"
                      f"<td>{e(x.source or 'missing')}</td></tr>")
     parts.append("</table>")
     parts += ["<h2>Compile and step times</h2>", plot_svg(r.rows)]

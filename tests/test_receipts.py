@@ -274,6 +274,7 @@ def test_a_consistent_run_has_no_warnings_and_one_row_per_worker():
     assert (row.device_text(), row.backend_text(), row.exit_text()) == ("cpu x8 (2 local)", "jax_cpu_xla", "exit 0")
     assert row.compile_s == 0.25 and row.compile_source == "cache evidence (jax)"   # the runtime's own figure
     assert row.step_s == 0.02 and (row.step_min, row.step_max) == (0.01, 0.03)
+    assert row.cache_text() == "per-host/writer jax 0h/4m"
     assert rep.label == "cpu/jax-cpu@5748b3c3"
 
 

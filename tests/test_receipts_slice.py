@@ -160,3 +160,29 @@ def test_gather_names_a_paused_worker_and_completes_it_after_resume(slice4, jax_
     for w in ("slice-w0", "slice-w1", "slice-w3"):   # resumable: nothing fetched twice
         assert second["workers"][w]["copied"] == [] and "record.json" in second["workers"][w]["up_to_date"]
     assert gathered(runs_dir, run_id, "slice-w2")["process_id"] == 2
+
+
+FALLBACK_SCRIPT = """
+import jax
+import jax.numpy as jnp
+import orch_receipt
+
+devices = jax.devices()  # the TPU lane intends a TPU; with none here, jax quietly answers with the CPU
+orch_receipt.record_backend(f"jax_{devices[0].platform}_xla", frontend="jax")
+print("sum", float(jnp.ones(4).sum()), "on", devices[0].platform, flush=True)
+"""
+
+
+def test_a_tpu_lane_whose_runtime_fell_back_to_cpu_is_flagged(slice4, jax_libtpu_lane, tpu_fleet, runs_dir,
+                                                              tmp_path):
+    (tmp_path / "fallback.py").write_text(FALLBACK_SCRIPT)
+    res = orch(slice4, runs_dir, "launch", "--lane", "tpu", "--workdir", str(tmp_path), "--", "fallback.py",
+               fleet=tpu_fleet, timeout=300)
+    run_id = run_id_from(res.stderr)
+    doc = gathered(runs_dir, run_id, "slice-w1")
+    assert doc["platform"] == "tpu" and doc["versions"]["libtpu"] == "0.0.42.1"
+    assert doc["devices"]["summary"]["kind"] == "cpu"
+    assert doc["training"]["backends"]["main"]["name"] == "jax_cpu_xla"
+    report = orch(slice4, runs_dir, "report", run_id).stdout
+    assert ("[cpu-fallback] lane tpu intends a TPU, but the device that answered was CPU on all 4 workers "
+            "(the runtime fell back)") in report

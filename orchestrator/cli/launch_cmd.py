@@ -268,9 +268,13 @@ def logs(obj, run, worker_sel, follow, tail):
               help="After a worker failed: seconds the survivors get between TERM and KILL.")
 @click.option("--lost-after", type=float, default=30.0, show_default=True, metavar="S",
               help="A worker silent this long counts as lost.")
+@click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs at the end.")
 @click.pass_obj
-def attach(obj, run, grace, failure_grace, lost_after):
-    """Resume watching a detached run: stream its output and apply the gang rule again."""
+def attach(obj, run, grace, failure_grace, lost_after, no_gather):
+    """Resume watching a detached run: stream its output and apply the gang rule again.
+
+    When the run ends, every worker's receipt and logs are gathered (unless --no-gather).
+    """
     from orchestrator import runs
 
     record, fleet = _record_and_fleet(obj, run)
@@ -280,7 +284,10 @@ def attach(obj, run, grace, failure_grace, lost_after):
     with obj.transport(_workers_of(fleet, plan)) as transport:
         outcome = runs.attach(record, transport, on_output=printer.output, report=printer.report, grace=grace,
                               failure_grace=failure_grace, lost_after=lost_after)
+        gathered = None if no_gather else _gather_receipts(record, transport, outcome.plan)
     _render_outcome(outcome, printer)
+    for line in gathered or []:
+        printer.report(line)
     if not outcome.ok:
         sys.exit(outcome.exit_code)
 

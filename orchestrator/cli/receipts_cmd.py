@@ -92,12 +92,13 @@ def render_report(r) -> str:
     lines = [f"run {r.run_id}: lane {r.lane}, bundle {r.bundle_label}, platform {r.platform}, "
              f"state {r.state}, {len(r.rows)} processes",
              f"program {' '.join(r.target)}", ""]
-    header = ("worker", "proc", "bundle", "device", "backend", "compile s", "step s", "steps", "user s", "exit")
+    header = ("worker", "proc", "bundle", "device", "backend", "compile s", "step s", "steps", "user s", "cache",
+              "exit")
     table = [header]
     for x in r.rows:
         table.append((x.worker, str(x.process_id), f"{x.bundle or '-'}@{(x.bundle_id or '?')[:8]}"
                       if x.has_receipt else "-", x.device_text(), x.backend_text(), _num(x.compile_s),
-                      _num(x.step_s), str(x.steps), _num(x.user_code_s), x.exit_text()))
+                      _num(x.step_s), str(x.steps), _num(x.user_code_s), x.cache_text(), x.exit_text()))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
