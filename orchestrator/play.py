@@ -41,6 +41,8 @@ STEP_KEYS = {"name", "lane"}
 RUN_PRODUCERS = {"launch", "restart-check"}
 PATH_OPTIONS = {"workdir"}          # relative to the playbook file
 RUN_PATH_OPTIONS = {"html"}         # relative to the step's run directory on the controller
+# Verbs whose human view is the point of the rung: shown, not parsed.
+SHOWN = {"report", "compare", "bundle status", "cache status"}
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,7 @@ def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path
     argv = step.verb.split(" ")
     if shape.has_lane and lane and "lane" not in step.options:
         argv += ["--lane", lane]
-    if shape.has_json:
+    if shape.has_json and step.verb not in SHOWN:
         argv.append("--json")
     tail: list[str] = []
     positional: list[str] = []
@@ -258,7 +260,8 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
     lane = lane or playbook.lane
     ladder = Ladder(playbook=playbook, lane=lane, started=time.time())
     first = playbook.start_index(start)
-    run_ids: dict[str, str] = {}
+    # Resuming with --from: runs made by earlier rungs come from this playbook's last ladder record.
+    run_ids: dict[str, str] = _previous_run_ids(playbook, runs_dir) if first else {}
     t0 = time.monotonic()
     for step in playbook.steps:
         shape = shapes[step.verb]
@@ -271,6 +274,9 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
         rung.started = time.time()
         s0 = time.monotonic()
         code, out, err_tail = _run(list(orch) + argv, lambda line: on_line(step.name, line) if on_line else None)
+        if step.verb in SHOWN and on_line:
+            for line in out.splitlines():
+                on_line(step.name, line)
         rung.elapsed = round(time.monotonic() - s0, 3)
         rung.exit_code = code
         rung.result = _json_doc(out)
@@ -285,7 +291,9 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
             if rung.layer is None:
                 found = diagnose("\n".join(err_tail) + "\n" + out[-4000:])
                 rung.layer = found.layer if found else "other"
-                rung.evidence = rung.evidence or (found.line if found else (err_tail[-1] if err_tail else ""))
+                errors = [line for line in err_tail if line.startswith("orch: error:")]
+                rung.evidence = rung.evidence or (found.line if found else
+                                                  (errors or err_tail or [""])[-1 if not errors else 0])
                 rung.remedy = found.remedy if found else None
             rung.remedy = rung.remedy or layer_remedy(rung.layer)
         if on_rung:
@@ -369,6 +377,19 @@ def _layer_of(doc: dict | None, text: str) -> tuple[str | None, str | None]:
                                                       "HOST KEY"))
                 return ("transport" if transport else None), f"{name}: {reason}"
     return None, None
+
+
+def _previous_run_ids(playbook: Playbook, runs_dir: Path) -> dict[str, str]:
+    records = sorted((runs_dir / "ladders").glob(f"{playbook.name}-*.json"), key=lambda p: p.stat().st_mtime)
+    for path in reversed(records):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found = {r["name"]: r["run_id"] for r in doc.get("rungs", []) if r.get("run_id")}
+        if found:
+            return found
+    return {}
 
 
 def _write_record(ladder: Ladder, runs_dir: Path) -> Path:

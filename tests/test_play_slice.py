@@ -64,3 +64,23 @@ def test_from_starts_the_ladder_at_a_named_rung(slice4, jax_cpu_lane):
     doc = play(slice4, "play", LADDER, "--from", "smoke", runs=slice4.dir / "runs")
     v = verdicts(doc)
     assert v["reachable"] == "skipped" and v["smoke"] == "passed"
+
+
+def test_upgrade_validation_runs_end_to_end_on_two_lanes_with_two_real_bundles(make_sandbox):
+    sb = make_sandbox(workers=4, lanes=["operator:2:cpu:jax-cpu", "validation:2:cpu:jax-libtpu"])
+    runs = sb.dir / "runs"
+    for lane in ("operator", "validation"):
+        sb.orch("bundle", "lock", "--lane", lane, timeout=600)
+    sb.orch("deploy", "--lane", "operator", timeout=900)       # the operator lane as it runs today
+    book = LADDER.parent / "upgrade-validation.yaml"
+    proc = sb.orch("play", book, check=False, timeout=1200, env={"ORCH_RUNS_DIR": str(runs)})
+    assert proc.returncode == 0, proc.stderr
+    assert "ladder passed" in proc.stderr
+    compare = [line.split("] ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("[compare] ")]
+    # labelled by lane and bundle, the stack differences first
+    assert compare[0].startswith("A  operator-") and "[operator/jax-cpu@" in compare[0]
+    assert compare[1].startswith("B  validation-") and "[validation/jax-libtpu@" in compare[1]
+    assert compare[3].startswith("stack differences")
+    assert compare.index("figures:") > compare.index(next(c for c in compare if "libtpu (installed)" in c))
+    status = json.loads(sb.orch("bundle", "status", "--json").stdout)
+    assert status["mixed"] == {}                                # each lane on its own bundle, neither mixed
