@@ -134,20 +134,26 @@ def _jax_devices() -> dict:
         return {"initialized": None, "error": f"{exc.__class__.__name__}: {exc}"}
 
 
-def _torch_xla_runtime_up() -> bool:
+def _torch_xla_runtime_up() -> bool | None:
+    """Whether the torch_xla runtime is up; None when this build cannot say without starting it."""
     import torch_xla
 
-    check = getattr(torch_xla._XLAC, "_xla_runtime_is_initialized", None)
-    return bool(check()) if check is not None else False
+    for name in ("_xla_runtime_is_initialized", "is_runtime_initialized"):
+        check = getattr(torch_xla._XLAC, name, None)
+        if check is not None:
+            return bool(check())
+    return None
 
 
 def _torch_xla_devices() -> dict:
     try:
         import torch_xla.runtime as xr
 
-        if not _torch_xla_runtime_up():
-            return {"initialized": False, "detail": "the run never brought up the torch_xla runtime",
-                    "pjrt_device": os.environ.get("PJRT_DEVICE")}
+        up = _torch_xla_runtime_up()
+        if not up:
+            return {"initialized": up, "pjrt_device": os.environ.get("PJRT_DEVICE"),
+                    "detail": "the run never brought up the torch_xla runtime" if up is False else
+                    "this torch_xla cannot say whether its runtime is up (not started here to find out)"}
         info = {"initialized": True, "platform": str(xr.device_type()).lower(),
                 "count": xr.global_runtime_device_count(), "pjrt_device": os.environ.get("PJRT_DEVICE")}
         info["local_count"] = xr.addressable_runtime_device_count() \

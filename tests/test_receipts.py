@@ -216,6 +216,37 @@ def test_a_bound_api_writes_through_the_launchers_record(api, tmp_path):
     assert on_disk["training"]["metrics"]["loss"]["value"] == 2.0
 
 
+def test_version_gated_capabilities_are_recorded_present_or_not_and_never_raise(monkeypatch):
+    import types
+
+    from hostside import receipt_facts
+
+    fake = types.ModuleType("torch_xla")   # a build without torch_xla.experimental, with the memory binding
+    fake._XLAC = types.SimpleNamespace(_xla_runtime_memory_info=lambda *a: {})
+    runtime = types.ModuleType("torch_xla.runtime")
+    monkeypatch.setitem(sys.modules, "torch_xla", fake)
+    monkeypatch.setitem(sys.modules, "torch_xla._XLAC", fake._XLAC)
+    monkeypatch.setitem(sys.modules, "torch_xla.runtime", runtime)
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    caps = receipt_facts.capabilities()
+    assert caps["torch_xla.experimental.scan_layers"]["present"] is False
+    assert "error" in caps["torch_xla.experimental.scan_layers"]
+    assert caps["torch_xla._XLAC._xla_runtime_memory_info"] == {"present": True, "how": "attribute"}
+    assert caps["torch_xla.runtime.initialize_cache"] == {"present": False, "how": "attribute"}
+    assert not any(name.startswith("jax") for name in caps)   # jax not imported: not checked, not imported
+    assert "jax" not in sys.modules
+
+
+def test_the_bundle_id_is_the_environment_directory_under_envs(tmp_path):
+    from hostside import receipt_facts
+
+    env = tmp_path / "root" / "envs" / "5748b3c35b095645"
+    env.mkdir(parents=True)
+    (tmp_path / "active").symlink_to(env)
+    assert receipt_facts.bundle_id(str(tmp_path / "active")) == "5748b3c35b095645"
+    assert receipt_facts.bundle_id(str(tmp_path)) is None
+
+
 # ---------------------------------------------------------------------------
 # The launcher's receipt, from a real launcher process (no frontend, no slice)
 
