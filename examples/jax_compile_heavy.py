@@ -38,7 +38,8 @@ def model(params, x):
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=96, help="depth of the unrolled model (compile time grows with it)")
+    parser.add_argument("--layers", type=int, default=96,
+                        help="depth of the unrolled model (compile time grows with it)")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rows-per-device", type=int, default=8)
     args = parser.parse_args(argv)
