@@ -125,7 +125,7 @@ def test_jax_example_runs_on_four_workers_and_every_worker_reports_the_same_glob
     worker = json.loads((runs_dir / run_id / "workers" / "slice-w2.json").read_text())["record"]
     assert [s["name"] for s in worker["steps"]] == ["policy", "import jax", "cache-init", "wait-release",
                                                     "distributed-init", "user-code"]
-    assert [s["status"] for s in worker["steps"]][2] == "skipped"
+    assert [s["status"] for s in worker["steps"]][2] == "done"
     assert worker["process_id"] == 2 and worker["num_processes"] == 4
     assert worker["jax_distributed_owner"] == "launcher"
     assert any("called jax.distributed.initialize(); the launcher already did" in n["text"]
@@ -172,7 +172,12 @@ def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu
     assert rec["outcome"]["first_failure"]["worker"] == "slice-w2"
     assert rec["outcome"]["teardown_latency"] < 3.0
     assert gone_after < 3.0
-    assert {e["stopped"] for w, e in rec["outcome"]["ends"].items() if w != "slice-w2"} == {True}
+    # Every survivor was ended by the teardown, or ended itself no earlier than the failure
+    # (a peer's collective may notice the dead process first and exit on its own).
+    first = rec["outcome"]["ends"]["slice-w2"]["ended_at"]
+    for w, e in rec["outcome"]["ends"].items():
+        if w != "slice-w2":
+            assert e["stopped"] or (e["ended_at"] is not None and e["ended_at"] >= first), (w, e)
 
 
 def test_ctrl_c_on_the_controller_leaves_no_process_on_any_worker(slice4, jax_cpu_lane, runs_dir):
