@@ -23,6 +23,8 @@ import time
 import zipfile
 
 from hostside import SCHEMA_VERSION
+from hostside.files import sha256_file as _sha256
+from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
 
 COMPLETE = ".orch-complete"
@@ -31,22 +33,6 @@ MANIFEST = "orch-bundle.json"
 
 class DeployFailure(Exception):
     """A step failed; `reason` is shown to the operator as is."""
-
-
-def _write_atomic(path: str, data: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-    with os.fdopen(fd, "w") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _env_id(layout: Layout, link: str) -> str | None:

@@ -9,23 +9,15 @@ writes are left out. The controller copies what it does not already hold.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
+from hostside.files import sha256_file as sha256
 
 MAX_BYTES = 256 << 20  # larger files are listed but not hashed (the controller does not copy them)
-
-
-def sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def listing(run_dir: str) -> dict:

@@ -15,7 +15,6 @@ differs, and refuses to launch when verification fails. Caches such as
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -23,18 +22,11 @@ import sys
 import tarfile
 
 from hostside import SCHEMA_VERSION
+from hostside.files import sha256_file as file_hash
 
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv",
              "venv", ".ipynb_checkpoints"}
 SKIP_SUFFIXES = (".pyc", ".pyo")
-
-
-def file_hash(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def manifest(directory: str) -> dict[str, list]:

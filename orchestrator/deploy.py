@@ -18,7 +18,6 @@ A worker where any step fails keeps its previous bundle and releases its lock.
 from __future__ import annotations
 
 import getpass
-import io
 import json
 import os
 import secrets

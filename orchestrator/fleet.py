@@ -409,7 +409,6 @@ def _parse_worker_spec(spec: Any) -> list[int] | None:
 
 
 def _resolve(model: FleetModel, located: Located, problems: list[str]):
-    name = located.file.name
     where = located.where
 
     def ref_problem(path: tuple, kind: str, value: str, known) -> None:

@@ -17,11 +17,11 @@ import shlex
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from orchestrator.errors import HostKeyError, OrchError, TransportError
+from orchestrator.errors import HostKeyError, OrchError
 from orchestrator.fleet import SshSettings, WorkerRef
 
 TAIL_LINES = 20

@@ -3,13 +3,11 @@ the report's flags, compare's refusal, gather's fetch plan, and the HTML plot.""
 
 from __future__ import annotations
 
-import copy
 import importlib
 import json
 import os
 import subprocess
 import sys
-import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 

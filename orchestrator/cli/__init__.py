@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import click
 
