@@ -105,14 +105,16 @@ def main() -> None:
             med = statistics.median
             print(f"\n{name} ({len(rows)} process{'es' if len(rows) != 1 else ''}, median of {args.repeat}): "
                   f"run wall time cold {med(w[0] for w in walls):.1f}s, warm {med(w[1] for w in walls):.1f}s")
-            print("  proc  cold compile  warm compile  ratio  hits  verdict (expected to reuse)")
+            print("  proc  cold compile  warm compile  warm/cold per check: median (range)  hits  verdict "
+                  "(expected to reuse)")
             for pid, vs in sorted(rows.items()):
                 cold = med(v.cold_compile_sec for v in vs)
                 warm = med(v.warm_compile_sec for v in vs)
-                ratio = med(v.ratio for v in vs)
+                ratios = [v.ratio for v in vs]
                 verdicts = sorted({v.verdict for v in vs})
-                print(f"  {pid:<4}  {cold:9.2f} s  {warm:9.2f} s  {ratio:5.2f}  {vs[0].hits:>4}  "
-                      f"{'/'.join(verdicts)} ({'yes' if vs[0].expected else 'no'})")
+                print(f"  {pid:<4}  {cold:9.2f} s  {warm:9.2f} s  {med(ratios):5.2f} ({min(ratios):.2f}-"
+                      f"{max(ratios):.2f}){'':18}{vs[0].hits:>4}  {'/'.join(verdicts)} "
+                      f"({'yes' if vs[0].expected else 'no'})")
             print()
     finally:
         sandbox.down(args.dir)
