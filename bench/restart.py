@@ -77,6 +77,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="orch-bench-restart-"))
     os.environ[runs.RUNS_ENV] = str(tmp / "runs")
     argv = ["jax_compile_heavy.py", "--layers", str(args.layers), "--steps", "2"]
+    cases = [("solo", 0, "per-host"), ("single-writer", "all", "shared"), ("per-host", "all", "per-host")]
     try:
         t0 = time.perf_counter()
         fleet = load_fleet(state.fleet_path)
@@ -88,7 +89,6 @@ def main() -> None:
             raise SystemExit(f"installing jax on the workers failed: {bad}")
         print(f"slice: {args.workers} workers at {base}; jax-cpu installed in {time.perf_counter() - t0:.1f}s; "
               f"program: {' '.join(argv)}")
-        cases = [("solo", 0, "per-host"), ("single-writer", "all", "shared"), ("per-host", "all", "per-host")]
         for name, workers, cache in cases:
             fleet = load_fleet(variant(state.fleet_path, name, workers, cache))
             rows: dict[int, list] = {}
@@ -118,6 +118,12 @@ def main() -> None:
             print()
     finally:
         sandbox.down(args.dir)
+        for name, _workers, _cache in cases:
+            Path(args.dir, f"fleet-{name}.yaml").unlink(missing_ok=True)
+        try:
+            os.rmdir(args.dir)
+        except OSError:
+            pass
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,15 +40,19 @@ def fleet_variant(slice4, name: str, lanes: dict, bundles: dict | None = None) -
 @pytest.fixture(scope="session")
 def shared_fleet(slice4) -> Path:
     """Lane `cpu` over all 4 workers with the single-writer policy `shared`."""
-    return fleet_variant(slice4, "fleet-cache-shared.yaml", {"cpu": {
+    path = fleet_variant(slice4, "fleet-cache-shared.yaml", {"cpu": {
         "workers": "all", "bundle": "jax-cpu", "runtime": "cpu", "cache": "shared", "platform": "cpu"}})
+    yield path
+    path.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
 def solo_fleet(slice4) -> Path:
     """Lane `cpu` on worker 0 alone, per-host cache."""
-    return fleet_variant(slice4, "fleet-cache-solo.yaml", {"cpu": {
+    path = fleet_variant(slice4, "fleet-cache-solo.yaml", {"cpu": {
         "workers": 0, "bundle": "jax-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"}})
+    yield path
+    path.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -208,10 +213,14 @@ def test_torch_xla_on_cpu_writes_cache_entries_it_never_reads_back(make_sandbox,
     fleet = fleet_variant(sb, "fleet-xla.yaml", {"xla": {
         "workers": 0, "bundle": "torch-xla-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"}},
         bundles=XLA_BUNDLE)
-    sb.orch("--fleet", fleet, "bundle", "lock", "torch-xla-cpu", timeout=3600)
-    sb.orch("--fleet", fleet, "deploy", "--lane", "xla", timeout=3600)
-    res = sb.orch("--fleet", fleet, "restart-check", "--lane", "xla", "--workdir", str(EXAMPLES), "--",
-                  "torch_xla_compile.py", env={"ORCH_RUNS_DIR": str(runs_dir)}, check=False, timeout=1800)
+    try:
+        sb.orch("--fleet", fleet, "bundle", "lock", "torch-xla-cpu", timeout=3600)
+        sb.orch("--fleet", fleet, "deploy", "--lane", "xla", timeout=3600)
+        res = sb.orch("--fleet", fleet, "restart-check", "--lane", "xla", "--workdir", str(EXAMPLES), "--",
+                      "torch_xla_compile.py", env={"ORCH_RUNS_DIR": str(runs_dir)}, check=False, timeout=1800)
+    finally:  # the sandbox's own files go with it; these are the test's
+        fleet.unlink(missing_ok=True)
+        shutil.rmtree(sb.dir / "locks", ignore_errors=True)
     print(res.stdout)
     assert res.returncode == 1, res.stdout + res.stderr[-3000:]
     assert re.search(r"^\s+0\s+slice-w0\s+torch_xla\s+private\s+written-not-reused\s+yes\s", res.stdout, re.M)
