@@ -745,8 +745,8 @@ def check_cache(req: dict, state: dict) -> Check:
         elif expect == "readonly" and not row["readable"]:
             c.mark("fail", f"{label} is not readable", layer="cache")
         elif expect == "readonly" and row["writable"]:
-            c.mark("warn", f"{label} is writable, but this worker should only read it (mount read-only "
-                           f"or make sure the runtime opens it read-only)")
+            # A shared mount is usually writable for everyone; orch's launcher opens it read-only.
+            parts.append(f"{frontend or 'cache'} ro ok (read-only enforced by the launcher; the mount is writable)")
         else:
             parts.append(f"{frontend or 'cache'} {'rw' if expect == 'writable' else 'ro'} ok")
     c.data["caches"] = rows

@@ -156,6 +156,14 @@ class RuntimeProfile(_Model):
 class CachePolicy(_Model):
     """Who may write the compilation caches, and where they live."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_off(cls, data: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` as false.
+        if isinstance(data, dict) and data.get("mode") is False:
+            data = {**data, "mode": "off"}
+        return data
+
     mode: Literal["per-host", "single-writer", "off"] = Field(
         description="per-host: every worker its own writable cache on local disk. "
         "single-writer: one worker warms a cache on the shared mount, the others read it. off: no cache.")

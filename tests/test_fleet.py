@@ -190,3 +190,8 @@ def test_the_example_fleet_validates_against_model_and_schema():
     fleet = load_fleet(ROOT / "fleet.yaml")
     assert set(fleet.model.lanes) == {"operator", "validation"}
     jsonschema.validate(yaml.safe_load((ROOT / "fleet.yaml").read_text()), json_schema())
+
+
+def test_an_unquoted_yaml_off_is_the_cache_mode_off():
+    fleet = build_fleet(loads(GOOD.replace("per-host: {mode: per-host}", "per-host: {mode: off}"), Path("f.yaml")))
+    assert fleet.model.cache_policies["per-host"].mode == "off"

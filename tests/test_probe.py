@@ -264,7 +264,7 @@ def test_cache_directories_are_checked_against_the_role_the_policy_gives_the_wor
     assert writer["status"] == "ok" and writer["summary"] == "jax rw ok"
     reader = hp.check_cache({"caches": [{"frontend": "jax", "path": str(tmp_path / "r" / "jax"),
                                          "expect": "readonly"}]}, state).to_dict()
-    assert reader["status"] == "warn" and "should only read it" in reader["headline"]
+    assert reader["status"] == "ok" and "read-only enforced by the launcher" in reader["summary"]
     fresh = hp.check_cache({"caches": [{"frontend": "jax", "path": str(tmp_path / "c" / "{bundle_id}" / "jax"),
                                         "expect": "writable"}]}, state).to_dict()
     assert fresh["status"] == "ok" and "created on first write" in fresh["summary"]
