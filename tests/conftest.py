@@ -87,7 +87,10 @@ class SliceHandle:
         return proc
 
     def down(self) -> sandbox.DownResult:
-        return sandbox.down(self.dir)
+        """Stop the sandbox and remove its directory with everything tests added to it."""
+        result = sandbox.down(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return result
 
 
 def sandbox_slot(workers: int) -> tuple[Path, str]:
@@ -121,6 +124,7 @@ def _remove_abandoned_sandboxes() -> None:
         match = re.fullmatch(r"orch-test-(\d+)(-\d+)?", path.name)
         if match and not Path(f"/proc/{match.group(1)}").exists():
             sandbox.down(path)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -154,6 +158,7 @@ class SandboxFactory:
     def cleanup(self) -> None:
         for directory in self.dirs:
             sandbox.down(directory)
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture
