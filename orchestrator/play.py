@@ -181,6 +181,8 @@ class Rung:
     remedy: str | None = None
     evidence: str | None = None
     run_id: str | None = None
+    runs: dict[str, str] = field(default_factory=dict)   # e.g. restart-check: {"cold": id, "warm": id}
+    summary: list[str] = field(default_factory=list)     # what the verb found, in a few lines
     result: dict | None = None
 
     def to_dict(self) -> dict:
@@ -281,6 +283,9 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
         rung.exit_code = code
         rung.result = _json_doc(out)
         rung.run_id = (rung.result or {}).get("run_id") or _run_id_from(err_tail)
+        rung.runs = {str(r.get("kind")): str(r.get("run_id")) for r in (rung.result or {}).get("runs") or []
+                     if isinstance(r, dict) and r.get("run_id")}
+        rung.summary = summarize(step.verb, rung.result)
         if rung.run_id:
             run_ids[step.name] = rung.run_id
         if code == 0:
@@ -325,6 +330,47 @@ def _run(argv: list[str], echo: Callable[[str], None]) -> tuple[int, str, list[s
         raise
     reader.join(timeout=5)
     return proc.returncode, out, list(tail)
+
+
+def summarize(verb: str, doc: dict | None) -> list[str]:
+    """A few lines saying what a verb's JSON result found (pure), kept in the ladder record.
+
+    A rung's verdict is its exit code; this is the evidence behind it, so the
+    ladder record alone says e.g. which processes reused the cache and by how much.
+    """
+    if not doc:
+        return []
+    if verb == "restart-check":
+        lines = [str(doc.get("message") or "")]
+        for v in doc.get("verdicts") or []:
+            ratio = f", warm/cold {v['ratio']:.2f}" if isinstance(v.get("ratio"), (int, float)) else ""
+            lines.append(f"process {v.get('process_id')} ({v.get('worker')}) {v.get('frontend')}: "
+                         f"{v.get('verdict')}{ratio}, {v.get('hits', 0)} hits; expected to reuse: "
+                         f"{'yes' if v.get('expected') else 'no'}")
+        return [line for line in lines if line]
+    if verb == "probe":
+        s = doc.get("summary") or {}
+        answered = sorted({str(r.get("answered")) for r in doc.get("rows") or [] if r.get("answered")})
+        line = (f"{s.get('ok', 0)}/{s.get('workers', 0)} workers ok, {s.get('warn', 0)} warn, "
+                f"{s.get('fail', 0)} fail ({'deep' if doc.get('deep') else 'shallow'})")
+        if answered:
+            line += f"; device answered: {', '.join(answered)}"
+        return [line] + [f"{layer}: {', '.join(ws)}" for layer, ws in (s.get("layers") or {}).items()]
+    if verb == "deploy":
+        workers = doc.get("workers") or {}
+        counts: dict[str, int] = {}
+        for o in workers.values():
+            counts[str(o.get("status"))] = counts.get(str(o.get("status")), 0) + 1
+        return [f"bundle {doc.get('bundle')}@{str(doc.get('bundle_id'))[:8]}: "
+                + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+                + f"; controller sent {_mib(doc.get('controller_bytes'))} for a {_mib(doc.get('bundle_bytes'))} bundle"]
+    if doc.get("message"):
+        return [str(doc["message"])]
+    return []
+
+
+def _mib(n) -> str:
+    return f"{(n or 0) / 2**20:.1f} MiB"
 
 
 def _json_doc(text: str) -> dict | None:

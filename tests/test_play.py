@@ -9,7 +9,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.cli.play_cmd import command_shapes
 from orchestrator.errors import ConfigError
-from orchestrator.play import build_argv, build_playbook, load_playbook
+from orchestrator.play import build_argv, build_playbook, load_playbook, summarize
 from orchestrator.yamlsrc import loads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,3 +72,38 @@ def test_from_accepts_a_step_name_or_position():
     assert pb.start_index("smoke") == 1 and pb.start_index("1") == 0
     with pytest.raises(ConfigError, match="--from smok: no such step; did you mean 'smoke'"):
         pb.start_index("smok")
+
+
+def test_a_restart_rung_summary_says_per_process_what_was_reused_and_what_was_expected():
+    from orchestrator.restart_check import RestartCheck, RunSummary, Verdict
+
+    def verdict(pid, v, expected, ratio, hits):
+        return Verdict(worker=f"slice-w{pid}", process_id=pid, frontend="jax", role="writer" if pid == 0 else "reader",
+                       verdict=v, expected=expected, expectation="", cause="", cold_compile_sec=10.0,
+                       warm_compile_sec=None if ratio is None else 10.0 * ratio, ratio=ratio, hits=hits, misses=0,
+                       compiles=(1, 1), entries_written=None, entries_at_warm_start=3, deserialize_failures=0,
+                       saved_sec=None)
+
+    check = RestartCheck(check_id="restart-check-x", lane="cpu", platform="cpu", policy="shared", mode="single-writer",
+                         threshold=0.5, num_processes=2, roots={},
+                         runs=[RunSummary("cold", "rc-cold", "succeeded", "", 1.0, "/r/c"),
+                               RunSummary("warm", "rc-warm", "succeeded", "", 1.0, "/r/w")],
+                         verdicts=[verdict(0, "reused", True, 0.06, 10), verdict(1, "written-not-reused", False, 0.7, 0)])
+    assert summarize("restart-check", check.to_dict()) == [
+        "reused by every process expected to reuse (1 of 2: process 0; warm/cold compile ratio 0.06 <= 0.5)",
+        "process 0 (slice-w0) jax: reused, warm/cold 0.06, 10 hits; expected to reuse: yes",
+        "process 1 (slice-w1) jax: written-not-reused, warm/cold 0.70, 0 hits; expected to reuse: no"]
+
+
+def test_probe_and_deploy_rung_summaries_count_workers_and_name_failing_layers():
+    probe = {"deep": True, "summary": {"workers": 4, "ok": 3, "warn": 0, "fail": 1,
+                                       "layers": {"device-ownership": ["slice-w2"]}},
+             "rows": [{"answered": "cpu"}, {"answered": "cpu"}, {"answered": None}, {"answered": "cpu"}]}
+    assert summarize("probe", probe) == ["3/4 workers ok, 0 warn, 1 fail (deep); device answered: cpu",
+                                         "device-ownership: slice-w2"]
+    deploy = {"bundle": "jax-cpu", "bundle_id": "5748b3c35b095645", "controller_bytes": 0,
+              "bundle_bytes": 150 * 2**20, "workers": {"w0": {"status": "unchanged"}, "w1": {"status": "unchanged"}}}
+    assert summarize("deploy", deploy) == [
+        "bundle jax-cpu@5748b3c3: 2 unchanged; controller sent 0.0 MiB for a 150.0 MiB bundle"]
+    assert summarize("launch", {"message": "all 4 processes exited 0"}) == ["all 4 processes exited 0"]
+    assert summarize("exec", None) == []

@@ -35,6 +35,11 @@ def test_a_healthy_lane_passes_every_rung_and_leaves_a_ladder_record(slice4, jax
     assert record["rungs"][0]["name"] == "reachable" and record["stopped_at"] is None
     smoke = next(r for r in doc["rungs"] if r["name"] == "smoke")
     assert smoke["run_id"] and (runs / smoke["run_id"]).is_dir()
+    # the record alone says what the warm-restart rung proved, per process, and where its runs are
+    restart = next(r for r in record["rungs"] if r["name"] == "restart")
+    assert restart["summary"][0].startswith("reused by every process expected to reuse")
+    assert any(line.startswith("process 0 (slice-w0) jax: reused, warm/cold ") for line in restart["summary"])
+    assert set(restart["runs"]) == {"cold", "warm"} and all((runs / r).is_dir() for r in restart["runs"].values())
 
 
 def test_a_lane_intending_tpu_stops_at_the_deep_probe_as_runtime_proof(slice4, jax_libtpu_lane, tpu_fleet):

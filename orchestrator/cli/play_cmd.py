@@ -87,6 +87,7 @@ def play(ctx, playbook, lane, start, as_json):
         if as_json:
             return
         text = f"rung {rung.name}: {rung.verdict} in {rung.elapsed:.1f}s"
+        text += "".join(f"\n  {line}" for line in rung.summary)
         if rung.verdict == "failed":
             text += f" -- layer {rung.layer}: {rung.evidence}\n  remedy: {rung.remedy}"
         click.secho(text, err=True, fg="green" if rung.verdict == "passed" else "red", bold=True)
@@ -104,5 +105,7 @@ def play(ctx, playbook, lane, start, as_json):
         for r in ladder.rungs:
             if r.run_id:
                 click.echo(f"  {r.name}: run {r.run_id}", err=True)
+            for kind, run_id in r.runs.items():
+                click.echo(f"  {r.name}: {kind} run {run_id}", err=True)
     if not ladder.ok:
         sys.exit(1)
