@@ -94,17 +94,21 @@ def watch(run_dir: str, offset: int, until: str) -> int:
             time.sleep(POLL)
     event("supervisor", **{k: pidinfo.get(k) for k in ("pid", "pgid", "supervisor_pid", "started_at")})
     phases_seen: set[str] = set()
-    record_mtime = 0.0
+    record_sig = None
     last_beat = 0.0
     supervisor_gone_since = None
     while True:
         follower.pump()
+        # The launcher replaces record.json atomically (a new inode each time), and may write it
+        # twice within one timestamp tick (cache-init, then ready): mtime alone can miss the second
+        # write, and a missed "ready" stalls the whole gang until the start timeout.
         try:
-            mtime = os.stat(paths[lp.RECORD_FILE]).st_mtime
+            st = os.stat(paths[lp.RECORD_FILE])
+            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
         except OSError:
-            mtime = record_mtime
-        if mtime != record_mtime:
-            record_mtime = mtime
+            sig = record_sig
+        if sig != record_sig:
+            record_sig = sig
             record = lp.read_json(paths[lp.RECORD_FILE]) or {}
             for phase, kind in (("ready", "ready"), ("running", "started")):
                 if kind not in phases_seen and (record.get(f"{phase}_at") if phase == "ready"

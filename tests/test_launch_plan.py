@@ -303,3 +303,31 @@ def test_the_launcher_refuses_folklore_from_the_worker_environment_before_any_im
     with pytest.raises(hostside_launcher.Refusal, match=r"XLA_USE_SPMD='1' is set: is not the SPMD switch.*"
                                                         r"worker's environment"):
         hostside_launcher.apply_policy(doc, rec)
+
+
+def test_the_watcher_sees_ready_even_when_two_record_writes_share_one_timestamp(tmp_path):
+    """Kernels with coarse timestamps can give cache-init's and ready's record writes the same
+    mtime; a watcher keyed on mtime alone never reports ready and the gang stalls to its timeout."""
+    run = tmp_path / "run"
+    run.mkdir()
+    me = launch_proc.stat(os.getpid())
+    launch_proc.write_json_atomic(str(run / launch_proc.PID_FILE), {
+        "pid": os.getpid(), "starttime": me["starttime"], "pgid": os.getpgid(0),
+        "supervisor_pid": os.getpid(), "supervisor_starttime": me["starttime"], "started_at": time.time()})
+    record = run / launch_proc.RECORD_FILE
+    launch_proc.write_json_atomic(str(record), {"steps": ["cache-init"]})
+    first = os.stat(record).st_mtime_ns
+    watcher = subprocess.Popen([sys.executable, "-m", "hostside.launch_watch", str(run), "--until", "started"],
+                               cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)                                  # the watcher has read the first write
+        launch_proc.write_json_atomic(str(record), {"steps": ["cache-init", "ready"], "ready_at": time.time()})
+        os.utime(record, ns=(first, first))              # ...and the second lands in the same tick
+        time.sleep(0.5)
+        launch_proc.write_json_atomic(str(run / launch_proc.EXIT_FILE), {"exit_code": 0, "signal": None})
+        _, err = watcher.communicate(timeout=10)
+    finally:
+        watcher.kill()
+    kinds = [json.loads(line[6:])["event"] for line in err.splitlines() if line.startswith("@orch ")]
+    assert "ready" in kinds, err
