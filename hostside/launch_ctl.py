@@ -39,11 +39,15 @@ def release(run_dir: str, at: float) -> dict:
 def stop(run_dir: str, grace: float, reason: str) -> dict:
     f = _files(run_dir)
     launch = f["launch"]
-    if launch is None:
-        return {"ok": True, "note": f"no run in {run_dir}", "term": [], "kill": [], "left": []}
     stop_path = os.path.join(run_dir, lp.STOP_FILE)
     if not os.path.exists(stop_path):
+        # Also when nothing started here yet: a start that arrives after the stop (Ctrl-C while
+        # the gang was starting) must find it and refuse, not wait alone for a release.
+        os.makedirs(run_dir, exist_ok=True)
         lp.write_json_atomic(stop_path, {"reason": reason, "time": time.time()})
+    if launch is None:
+        return {"ok": True, "note": f"no run in {run_dir} yet; a later start of it will refuse",
+                "term": [], "kill": [], "left": []}
     pidinfo = f["pid"] or {}
     report = lp.terminate(lambda: lp.run_members(launch["run_id"], launch["worker"], pidinfo),
                           grace=grace, pgid=lp.verified_pgid(pidinfo))

@@ -29,6 +29,10 @@ def start(uploaded: str) -> dict:
     run_dir = doc["run_dir"]
     if os.path.exists(os.path.join(run_dir, lp.PID_FILE)):
         return {"ok": False, "error": f"run directory {run_dir} already holds a started run"}
+    stopped = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
+    if stopped:
+        os.unlink(uploaded)
+        return {"ok": False, "error": f"the run was stopped before it started here ({stopped.get('reason', 'stop')})"}
     os.makedirs(run_dir, exist_ok=True)
     os.replace(uploaded, os.path.join(run_dir, lp.LAUNCH_FILE))
     hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -202,10 +202,14 @@ def wait_for_release(doc: dict, rec: Record) -> None:
     lp.write_json_atomic(os.path.join(run_dir, lp.READY_FILE), {"pid": os.getpid(), "ready_at": t0})
     deadline = time.monotonic() + float(doc.get("ready_timeout", 600))
     release_path = os.path.join(run_dir, lp.RELEASE_FILE)
+    stop_path = os.path.join(run_dir, lp.STOP_FILE)
     while True:
         release = lp.read_json(release_path)
         if release:
             break
+        stopped = lp.read_json(stop_path)
+        if stopped:
+            raise Refusal(f"stopped by orch before the release ({stopped.get('reason', 'stop')})")
         if time.monotonic() > deadline:
             raise Refusal(f"never released: no start signal within {doc.get('ready_timeout', 600)}s "
                           "(the controller is gone?)")

@@ -730,15 +730,34 @@ def stop_workers(plan: LaunchPlan, transport: Transport, *, reason: str, grace: 
     return {"reason": reason, "workers": out, "started_at": t0, "done_at": done, "elapsed": round(done - t0, 3)}
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _shielded(fn):
-    """Run `fn` with Ctrl-C ignored (a second Ctrl-C must not abandon a teardown half-way)."""
+    """Run `fn` with interrupts ignored (a second Ctrl-C must not abandon a teardown half-way)."""
     if threading.current_thread() is not threading.main_thread():
         return fn()
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in INTERRUPTS}
     try:
         return fn()
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _interruption(exc: KeyboardInterrupt) -> str:
+    """'Ctrl-C', or the name of the signal that interrupt_on_termination turned into an interrupt."""
+    return str(exc.args[0]) if exc.args and str(exc.args[0]).startswith("SIG") else "Ctrl-C"
+
+
+def interrupt_on_termination() -> None:
+    """Make SIGTERM and SIGHUP (a `kill` of the controller, a closed terminal) end a watched run
+    the way Ctrl-C does: the gang is torn down, never left running unwatched."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)
 
 
 def collect_records(plan: LaunchPlan, transport: Transport) -> dict[str, dict]:
@@ -867,9 +886,13 @@ class _Gang:
             return all(n in out.ends or n in closed for n in names)
 
         def teardown(reason: str, failed: bool = True) -> None:
+            if teardown_reason is None:
+                # Shielded as a whole: an interrupt after teardown_reason is set but before the
+                # stop went out would otherwise skip the teardown and leave the gang running.
+                _shielded(lambda: _teardown(reason, failed))
+
+        def _teardown(reason: str, failed: bool) -> None:
             nonlocal teardown_reason, teardown_wait_until
-            if teardown_reason is not None:
-                return
             teardown_reason = reason
             grace = min(self.grace, self.failure_grace) if failed else self.grace
             self.report(f"tearing down the gang: {reason} (TERM, KILL after {grace:g}s)")
@@ -972,12 +995,13 @@ class _Gang:
                             out.ends[w] = WorkerEnd(worker=w, process_id=plan.process(w).process_id, exit_code=None,
                                                     lost=True, reason="no exit report after teardown")
                     break
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
+                what = _interruption(exc)
                 out.status = "interrupted"
-                out.message = "interrupted (Ctrl-C) on the controller"
+                out.message = f"interrupted ({what}) on the controller"
                 if teardown_reason is None:
                     out.failure_seen_at = time.time()
-                    teardown("Ctrl-C on the controller", failed=False)
+                    teardown(f"{what} on the controller", failed=False)
         self.closing.set()
         return self._finish(out)
 
@@ -1102,10 +1126,11 @@ def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, de
         outcome = monitor(plan, transport, on_output=on_output, report=report, grace=grace,
                           failure_grace=failure_grace, start_timeout=start_timeout, lost_after=lost_after,
                           until="started" if detach else "exit", release_margin=release_margin)
-    except KeyboardInterrupt:
-        teardown = stop_workers(plan, transport, reason="Ctrl-C on the controller", grace=grace)
+    except KeyboardInterrupt as exc:
+        what = _interruption(exc)
+        teardown = stop_workers(plan, transport, reason=f"{what} on the controller", grace=grace)
         outcome = LaunchOutcome(run_id=plan.run_id, status="interrupted", plan=plan, teardown=teardown,
-                                message="interrupted (Ctrl-C) on the controller")
+                                message=f"interrupted ({what}) on the controller")
     return finish(plan, transport, outcome, record)
 
 

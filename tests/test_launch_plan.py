@@ -331,3 +331,24 @@ def test_the_watcher_sees_ready_even_when_two_record_writes_share_one_timestamp(
         watcher.kill()
     kinds = [json.loads(line[6:])["event"] for line in err.splitlines() if line.startswith("@orch ")]
     assert "ready" in kinds, err
+
+
+def test_a_stop_that_arrives_before_the_start_makes_the_late_start_and_the_release_wait_refuse(tmp_path):
+    """Ctrl-C while the gang is starting: a worker whose start comes after the stop must not sit
+    alone waiting for a release that never comes."""
+    from hostside import launch_ctl, launch_start
+
+    run = tmp_path / "run"
+    report = launch_ctl.stop(str(run), grace=1.0, reason="Ctrl-C on the controller")
+    assert report["ok"] and "a later start of it will refuse" in report["note"]
+    uploaded = tmp_path / "launch.upload.json"
+    uploaded.write_text(json.dumps({"run_dir": str(run)}))
+    started = launch_start.start(str(uploaded))
+    assert started == {"ok": False,
+                       "error": "the run was stopped before it started here (Ctrl-C on the controller)"}
+    assert not (run / launch_proc.PID_FILE).exists() and not uploaded.exists()
+
+    rec = hostside_launcher.Record(str(run / launch_proc.RECORD_FILE), {
+        "run_id": "r", "lane": "cpu", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1, "target": {}})
+    with pytest.raises(hostside_launcher.Refusal, match=r"stopped by orch before the release \(Ctrl-C"):
+        hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 5}, rec)

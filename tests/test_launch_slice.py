@@ -180,20 +180,21 @@ def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu
             assert e["stopped"] or (e["ended_at"] is not None and e["ended_at"] >= first), (w, e)
 
 
-def test_ctrl_c_on_the_controller_leaves_no_process_on_any_worker(slice4, jax_cpu_lane, runs_dir):
+@pytest.mark.parametrize("sig, said", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_ctrl_c_on_the_controller_leaves_no_process_on_any_worker(slice4, jax_cpu_lane, runs_dir, sig, said):
     proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
                       "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2")
     try:
         seen = read_until(proc, r"step 3 loss")
         run_id = run_id_from("".join(seen))
         assert any(run_processes(slice4, run_id).values())
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         rest = proc.communicate(timeout=60)[0]
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130
-    assert "interrupted (Ctrl-C) on the controller" in rest
+    assert f"interrupted ({said}) on the controller" in rest
     assert no_processes_left(slice4, run_id)
 
 

@@ -162,6 +162,9 @@ def restart_check(obj, lane, threshold, workdir, env_items, timeout, keep, as_js
     fleet = obj.fleet()
     workers = fleet.lane_workers(lane)
     printer = _Printer([w.name for w in workers], to_stderr=as_json)
+    from orchestrator.launch import interrupt_on_termination
+
+    interrupt_on_termination()
     with obj.transport(workers) as transport:
         check = core.run(fleet, lane, list(argv), transport, threshold=threshold, workdir=workdir,
                          extra_env=_env_pairs(env_items), timeout=timeout, keep=keep, report=printer.report,

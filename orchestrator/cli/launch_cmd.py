@@ -137,6 +137,8 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
     printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} "
                    f"({plan.num_processes} workers)")
     workers = fleet.lane_workers(lane)
+    if not detach:
+        core.interrupt_on_termination()
     with obj.transport(workers) as transport:
         outcome = core.execute(plan, transport, reclaim=reclaim, detach=detach,
                                on_output=None if as_json else printer.output, report=printer.report,
@@ -281,6 +283,9 @@ def attach(obj, run, grace, failure_grace, lost_after, no_gather):
     plan = record.plan()
     printer = _Printer(plan.workers)
     printer.report(f"attached to run {plan.run_id} on lane {plan.lane} ({plan.num_processes} workers)")
+    from orchestrator.launch import interrupt_on_termination
+
+    interrupt_on_termination()
     with obj.transport(_workers_of(fleet, plan)) as transport:
         outcome = runs.attach(record, transport, on_output=printer.output, report=printer.report, grace=grace,
                               failure_grace=failure_grace, lost_after=lost_after)
