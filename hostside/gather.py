@@ -26,8 +26,8 @@ def listing(run_dir: str) -> dict:
     files = {}
     for name in sorted(os.listdir(run_dir)):
         path = os.path.join(run_dir, name)
-        if ".tmp-" in name or not os.path.isfile(path) or os.path.islink(path):
-            continue
+        if ".tmp-" in name or name == lp.LAUNCH_FILE or not os.path.isfile(path) or os.path.islink(path):
+            continue  # the launch file holds the environment unredacted: it stays on the worker
         try:
             st = os.stat(path)
             entry = {"size": st.st_size, "mtime": st.st_mtime, "sha256": None}

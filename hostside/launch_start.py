@@ -34,6 +34,7 @@ def start(uploaded: str) -> dict:
         os.unlink(uploaded)
         return {"ok": False, "error": f"the run was stopped before it started here ({stopped.get('reason', 'stop')})"}
     os.makedirs(run_dir, exist_ok=True)
+    os.chmod(uploaded, 0o600)  # it carries the run's environment, credentials included
     os.replace(uploaded, os.path.join(run_dir, lp.LAUNCH_FILE))
     hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}

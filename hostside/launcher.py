@@ -46,7 +46,7 @@ import traceback
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
-from hostside import receipt_facts
+from hostside import receipt_facts, redact
 
 # Stale folklore refused on every lane (FIELD-GUIDE section 3), on top of the
 # profile's own `forbid` list.
@@ -143,11 +143,11 @@ def apply_policy(doc: dict, rec: Record) -> None:
     forbidden = {var: FOLKLORE.get(var, "is forbidden by the lane's runtime profile")
                  for var in [*doc.get("forbid", []), *FOLKLORE] if var in os.environ}
     if forbidden:
-        lines = [f"{var}={os.environ[var]!r} is set: {why}" for var, why in forbidden.items()]
+        lines = [f"{var}={redact.value(var, os.environ[var])!r} is set: {why}" for var, why in forbidden.items()]
         origin = "the lane's runtime profile" if any(v in env for v in forbidden) else \
             "the worker's environment (its shell startup files or sshd's environment)"
         raise Refusal("refusing to start: " + "; ".join(lines) + f". It comes from {origin}; unset it there.")
-    rec.data["policy"] = {"profile": doc.get("profile"), "env": env, "forbid": list(doc.get("forbid", [])),
+    rec.data["policy"] = {"profile": doc.get("profile"), "env": redact.env(env), "forbid": list(doc.get("forbid", [])),
                           "checked_absent": sorted(set(doc.get("forbid", [])) | set(FOLKLORE))}
     rec.step("policy", "done", t0, f"{len(env)} variables set before any frontend import")
     if hostside_root and hostside_root in sys.path:

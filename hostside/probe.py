@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, redact
 from hostside.facts import collect
 from hostside.layout import LIBTPU_LOCKFILE, Layout
 
@@ -657,7 +657,7 @@ def check_runtime(req: dict, state: dict, deadline: float) -> Check:
     policy = req.get("policy") or {}
     env, removed = child_environment(policy, dict(os.environ))
     intended = req.get("platform")
-    c.data["policy_env"] = {k: v for k, v in (policy.get("env") or {}).items()}
+    c.data["policy_env"] = redact.env({str(k): str(v) for k, v in (policy.get("env") or {}).items()})
     if removed:
         c.data["forbidden_removed"] = removed
         c.mark("warn", f"forbidden by the runtime profile but set on the worker (removed for the probe): "

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from hostside import redact
 from hostside.layout import LIBTPU_LOCKFILE, Layout
 from orchestrator.cache import describe as describe_cache
 from orchestrator.cache import launch_cache
@@ -127,7 +128,8 @@ class ProcessPlan:
 
     def to_dict(self) -> dict:
         return {"process_id": self.process_id, "worker": self.worker, "index": self.index,
-                "address": self.address, "python": self.python, "run_dir": self.run_dir, "env": dict(self.env)}
+                "address": self.address, "python": self.python, "run_dir": self.run_dir,
+                "env": redact.env(self.env)}  # as written down; the worker's launch file has the real values
 
 
 @dataclass(frozen=True)
@@ -365,7 +367,7 @@ def with_ports(plan: LaunchPlan, port: int) -> LaunchPlan:
 
 def render_plan(plan: LaunchPlan) -> str:
     """The plan as `--dry-run` prints it."""
-    procs = plan.processes
+    procs = [replace(p, env=redact.env(p.env)) for p in plan.processes]
     common = {k: v for k, v in procs[0].env.items() if all(p.env.get(k) == v for p in procs)}
     varying = [k for k in procs[0].env if k not in common]
     python = procs[0].python if all(p.python == procs[0].python for p in procs) else "(per process, below)"

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from hostside import redact
 from orchestrator.cache import cache_plan
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.policy import runtime_policy
@@ -54,7 +55,10 @@ class ProbeRequest:
     doc: dict            # the request hostside.probe reads (controller_time is added at send time)
 
     def to_dict(self) -> dict:
-        return {"worker": self.worker.name, "lane": self.lane, "request": self.doc}
+        doc = dict(self.doc)
+        if isinstance(doc.get("policy"), dict):
+            doc["policy"] = {**doc["policy"], "env": redact.env(doc["policy"].get("env") or {})}
+        return {"worker": self.worker.name, "lane": self.lane, "request": doc}
 
 
 @dataclass(frozen=True)

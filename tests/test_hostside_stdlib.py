@@ -46,3 +46,14 @@ def test_hostside_imports_nothing_but_stdlib_and_lazy_frontends_anywhere():
            for p in sorted(HOSTSIDE.rglob("*.py"))
            for line, name in all_imports(p) if name.split(".")[0] not in allowed]
     assert bad == []
+
+
+def test_recorded_environments_keep_policy_values_and_drop_credentials():
+    from hostside import redact
+
+    assert redact.env({"XLA_FLAGS": "--xla_foo=1", "HF_TOKEN": "hf_x", "WANDB_API_KEY": "k", "DB_PASSWORD": "p",
+                       "AWS_SECRET_ACCESS_KEY": "s", "PIP_INDEX_URL": "https://u:p@host/simple",
+                       "PJRT_DEVICE": "TPU"}) == {
+        "XLA_FLAGS": "--xla_foo=1", "HF_TOKEN": "<redacted>", "WANDB_API_KEY": "<redacted>",
+        "DB_PASSWORD": "<redacted>", "AWS_SECRET_ACCESS_KEY": "<redacted>",
+        "PIP_INDEX_URL": "https://<redacted>@host/simple", "PJRT_DEVICE": "TPU"}

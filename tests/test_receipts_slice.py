@@ -43,9 +43,28 @@ def gathered(runs_dir: Path, run_id: str, worker: str) -> dict:
 @pytest.fixture(scope="module")
 def jax_run(slice4, jax_cpu_lane, runs_dir):
     """The JAX example on the 4-worker cpu lane, gathered by the launch itself."""
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--env", "JAX_NUM_CPU_DEVICES=2", "--workdir",
-               str(EXAMPLES), "--", "jax_spmd.py", "--steps", "6", timeout=300)
+    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--env", "JAX_NUM_CPU_DEVICES=2",
+               "--env", f"HF_TOKEN={SECRET}", "--env", f"PIP_INDEX_URL=https://ops:{PASSWORD}@pypi.example/simple",
+               "--workdir", str(EXAMPLES), "--", "jax_spmd.py", "--steps", "6", timeout=300)
     return run_id_from(res.stderr), res
+
+
+SECRET, PASSWORD = "hf_orchTestSecret0001", "pw-orchTest-0002"
+
+
+def test_credentials_in_the_environment_are_written_nowhere_but_the_workers_own_launch_file(slice4, jax_run,
+                                                                                           runs_dir):
+    run_id, res = jax_run
+    assert SECRET not in res.stdout + res.stderr and PASSWORD not in res.stdout + res.stderr
+    written = [p for p in (runs_dir / run_id).rglob("*") if p.is_file()]
+    assert len(written) > 10 and not any(SECRET in p.read_text(errors="replace") or
+                                         PASSWORD in p.read_text(errors="replace") for p in written)
+    env = gathered(runs_dir, run_id, slice4.workers[0])["policy"]["env"]
+    assert env["HF_TOKEN"] == "<redacted>" and env["JAX_NUM_CPU_DEVICES"] == "2"
+    assert env["PIP_INDEX_URL"] == "https://<redacted>@pypi.example/simple"
+    launch_file = json.loads((runs_dir / run_id / "plan.json").read_text())["processes"][0]["run_dir"] + "/launch.json"
+    mode = orch(slice4, runs_dir, "exec", "--workers", slice4.workers[0], "--", "stat", "-c", "%a", launch_file)
+    assert mode.stdout.split()[-1] == "600"
 
 
 def test_a_jax_launch_leaves_four_schema_valid_receipts_with_versions_device_and_backend(slice4, jax_cpu_lane,
