@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import platform
 import runpy
+import shutil
 import socket
 import sys
 import time
@@ -302,12 +303,26 @@ def _bind_gloo(address: str | None, rec: Record) -> None:
         rec.note(f"could not bind gloo to {address}: {exc.__class__.__name__}: {exc}")
 
 
+API_DIR = "api"  # in the run directory: orch_receipt.py alone, on the user processes' PYTHONPATH
+
+
 def expose_receipt_api(rec: Record) -> None:
-    """Make `import orch_receipt` work for the user code (bound to this receipt); hostside stays off sys.path."""
+    """Make `import orch_receipt` work for the user code (bound to this receipt); hostside stays off sys.path.
+
+    Processes the user code starts (multiprocessing's spawn, `xmp.spawn`) get a
+    directory holding only orch_receipt.py on their PYTHONPATH: they can import
+    it too, unbound (a receipt has one writer), and no hostside module can
+    shadow one of the user's.
+    """
     from hostside import orch_receipt
 
     orch_receipt._bind(rec)
     sys.modules.setdefault("orch_receipt", orch_receipt)
+    api = os.path.join(os.path.dirname(os.path.abspath(rec.path)), API_DIR)
+    os.makedirs(api, exist_ok=True)
+    shutil.copyfile(orch_receipt.__file__, os.path.join(api, "orch_receipt.py"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), api) if p)
+    sys.path.append(api)  # multiprocessing's spawn hands its children the parent's sys.path
     rec.data["capabilities"] = receipt_facts.capabilities()
     rec.save()
 

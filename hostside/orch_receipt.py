@@ -15,8 +15,14 @@ lands under the receipt's `training` key:
 
 A metric recorded with `scope="global"` and no `reduced_by` is flagged in the
 receipt (and by `orch report`): it is one host's local number presented as a
-global one. Outside `orch launch` every call works and keeps the data in
-memory only (`active()` is False), so a script runs unchanged either way.
+global one. Processes the training code starts (multiprocessing's spawn,
+`xmp.spawn`) can import it too; they are not bound (a receipt has one writer).
+
+Outside `orch launch` the module is not on the path by itself: it is
+`hostside.orch_receipt` wherever orch is installed, and this one file (standard
+library only) may be copied next to a script. Unbound, every call works and
+keeps the data in memory only (`active()` is False), so the script runs
+unchanged either way.
 """
 
 from __future__ import annotations

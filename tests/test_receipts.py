@@ -259,6 +259,17 @@ orch_receipt.record_metric("loss", 0.25, scope="global", reduced_by="all_reduce"
 orch_receipt.record_time("step", 0.01)
 orch_receipt.record("hostside_on_path", hostside_on_path)
 print("active", orch_receipt.active())
+if __name__ == "__main__":   # a spawned child (xmp.spawn, multiprocessing) imports it too, unbound
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        print("child", pool.apply(_child_active))
+"""
+
+CHILD = """
+def _child_active():
+    import orch_receipt
+    return orch_receipt.active()
 """
 
 
@@ -266,7 +277,7 @@ def test_the_launcher_writes_a_schema_valid_receipt_with_what_the_training_code_
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     script = tmp_path / "train.py"
-    script.write_text(USER_SCRIPT.format(root=str(ROOT)))
+    script.write_text(CHILD + USER_SCRIPT.format(root=str(ROOT)))
     (run_dir / "launch.json").write_text(json.dumps({
         "schema_version": 1, "run_id": "r1", "name": None, "lane": "cpu", "bundle": "none", "platform": "cpu",
         "worker": "w0", "index": 0, "process_id": 0, "num_processes": 1, "coordinator": None,
@@ -277,7 +288,7 @@ def test_the_launcher_writes_a_schema_valid_receipt_with_what_the_training_code_
     proc = subprocess.run([sys.executable, "-m", "hostside.launcher", str(run_dir / "launch.json")], env=env,
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "active True" in proc.stdout
+    assert "active True" in proc.stdout and "child False" in proc.stdout
     doc = json.loads((run_dir / "record.json").read_text())
     assert jsonschema_errors(doc) == []
     assert receipts.validate(doc) == []
