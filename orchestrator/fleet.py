@@ -290,9 +290,11 @@ class Fleet:
         return self.model.cache_policies[lane.cache] if lane.cache else CachePolicy(mode="off")
 
     def select(self, *, lane: str | None = None, workers: str | None = None) -> list[WorkerRef]:
-        """Workers chosen by --lane and/or --workers (names, globs, or index ranges)."""
+        """Workers chosen by --lane and/or --workers (names, globs, or index ranges); never none."""
         pool = self.lane_workers(lane) if lane else list(self.workers)
-        if not workers:
+        if not pool:  # validation refuses an empty lane; a fleet built some other way must not run nowhere
+            raise ConfigError(f"{self.path.name}: lane '{lane}' has no workers")
+        if workers is None:
             return pool
         return select_workers(pool, workers, fleet_path=self.path)
 
@@ -302,7 +304,11 @@ def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> lis
     import fnmatch
 
     chosen: dict[str, WorkerRef] = {}
-    for token in [t.strip() for t in spec.split(",") if t.strip()]:
+    tokens = [t.strip() for t in spec.split(",") if t.strip()]
+    if not tokens:
+        raise ConfigError(f"--workers {spec!r} names no worker; expected names, globs or index ranges, "
+                          f"comma-separated (have: {', '.join(w.name for w in pool)})")
+    for token in tokens:
         if re.fullmatch(r"\d+(-\d+)?", token):
             lo, _, hi = token.partition("-")
             wanted = set(range(int(lo), int(hi or lo) + 1))
@@ -482,6 +488,10 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
         except ValueError as bad:
             problems.append(f"{where(base + ('workers',))}: cannot read worker '{bad}'; "
                             f"expected 'all', an index, a range like '0-5', or a list of those")
+            continue
+        if indices == []:
+            problems.append(f"{where(base + ('workers',))}: lane '{lane_name}' has no workers; "
+                            f"expected 'all', an index, a range like '0-5', or a non-empty list of those")
             continue
         available = by_slice[slice_name]
         if indices is None:

@@ -3,7 +3,8 @@
 Every call returns one frozen `Result` per worker and never stops at the
 first failure. Host keys are checked strictly by default: Fabric's own
 default is paramiko's AutoAddPolicy with no known_hosts loaded, so we
-replace the policy and load the right known_hosts on every connection.
+replace the policy and load the right known_hosts on every connection,
+including every ProxyJump hop (Fabric would build those itself, unchecked).
 Remote commands are argument lists, turned into a command line in exactly
 one place (`command_line`).
 """
@@ -31,6 +32,19 @@ logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 # The remote `timeout` normally ends a slow command; the client gives up on
 # the channel itself this much later (a hung host never answers at all).
 CLIENT_GRACE = 0.5
+# `timeout` exits 124 when it ends a command, but a command may exit 124 on
+# its own: only an exit that comes at the deadline (less this much for clock
+# granularity) is the wrapper's.
+TIMEOUT_SLACK = 0.1
+# Like OpenSSH's ServerAliveInterval: idle reused connections survive NAT and
+# firewall idle limits, and a dead peer breaks the transport between
+# operations instead of at the next one.
+KEEPALIVE_INTERVAL = 15
+# SFTP copies have no total limit (a torch wheel is GBs on a slow link) but a
+# limit on silence: a healthy sshd answers every SFTP request (open, write
+# ack, stat, close) in well under a second, so this long without a byte
+# means the worker is hung (SIGSTOPped, stalled kernel, dead link).
+TRANSFER_IDLE_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +58,10 @@ class Result:
     stderr: str = ""
     elapsed: float = 0.0
     error: str | None = None       # transport-level failure, when there is no exit code
-    error_kind: str | None = None  # "timeout", "connect", "host-key", "auth", "local"
+    # "timeout", "connect", "host-key", "auth": the worker could not be talked to;
+    # "remote": it answered with an error (e.g. SFTP: disk full, no such directory);
+    # "local": the controller's side failed (e.g. the local file is missing).
+    error_kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -122,9 +139,10 @@ def _remote_runner_class():
 class _HostKeyPolicy:
     """Refuse unknown keys (strict) or record them (accept-new); never auto-add silently."""
 
-    def __init__(self, transport: "Transport", worker: WorkerRef):
+    def __init__(self, transport: "Transport", worker: WorkerRef, role: str = ""):
         self.transport = transport
         self.worker = worker
+        self.role = role  # "jump host " for a ProxyJump hop on the way to `worker`
 
     def missing_host_key(self, client, hostname, key) -> None:  # paramiko's policy interface
         t = self.transport
@@ -137,7 +155,7 @@ class _HostKeyPolicy:
             t.accepted_keys.append((self.worker.name, hostname, fingerprint))
             return
         raise HostKeyError(
-            f"host key for {hostname} is not in {t.known_hosts_display} ({key.get_name()} {fingerprint}); "
+            f"host key for {self.role}{hostname} is not in {t.known_hosts_display} ({key.get_name()} {fingerprint}); "
             "refusing to connect", host=self.worker.name,
             hint=f"verify that fingerprint out of band, then add it: {_keyscan_fix(hostname, t.known_hosts_display)}"
                  " (or run once with --host-key-policy accept-new)")
@@ -156,13 +174,16 @@ class Transport:
     def __init__(self, workers: Iterable[WorkerRef], settings: SshSettings | None = None, *,
                  known_hosts: Path | None = None, base_dir: Path | None = None,
                  host_key_policy: str | None = None, connect_timeout: float | None = None,
-                 command_timeout: float | None = None, max_parallel: int | None = None):
+                 command_timeout: float | None = None, max_parallel: int | None = None,
+                 transfer_timeout: float | None = None):
         settings = settings or SshSettings()
         self.workers = {w.name: w for w in workers}
         self.base_dir = base_dir or Path.cwd()
         self.connect_timeout = connect_timeout or settings.connect_timeout
         self.command_timeout = command_timeout or settings.command_timeout
         self.max_parallel = max_parallel or settings.max_parallel
+        # seconds an SFTP copy may go without a byte from the worker (see TRANSFER_IDLE_TIMEOUT)
+        self.transfer_timeout = transfer_timeout or max(TRANSFER_IDLE_TIMEOUT, self.connect_timeout)
         self.host_key_policy = host_key_policy or settings.host_key_policy
         if known_hosts is None and settings.known_hosts:
             known_hosts = Path(os.path.expanduser(settings.known_hosts))
@@ -188,38 +209,88 @@ class Transport:
             conn = self._connections.get(name)
         if conn is not None and conn.is_connected:
             return conn
-        from fabric import Config, Connection
-
-        w = self.workers[name]
-        connect_kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
-                          "channel_timeout": self.connect_timeout}
-        if w.identity_file:
-            key = Path(os.path.expanduser(w.identity_file))
-            connect_kwargs["key_filename"] = str(key if key.is_absolute() else self.base_dir / key)
-            connect_kwargs["look_for_keys"] = False
-        overrides = {"runners": {"remote": _remote_runner_class()}}
-        config = Config(runtime_ssh_path=self.ssh_config_path, overrides=overrides) if self.ssh_config_path \
-            else Config(overrides=overrides)
-        conn = Connection(w.host, user=w.user, port=w.port, config=config,
-                          connect_timeout=max(1, int(round(self.connect_timeout))),
-                          connect_kwargs=connect_kwargs)
-        conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w))
-        if self.known_hosts_path.exists():
-            conn.client.load_host_keys(str(self.known_hosts_path))
-            conn.client._host_keys_filename = None  # never let paramiko rewrite the file
-        conn.open()
+        conn = self._build_connection(name)
+        try:
+            conn.open()
+            for c in _chain(conn):
+                c.transport.set_keepalive(KEEPALIVE_INTERVAL)
+        except BaseException:
+            _close_chain(conn)
+            raise
         with self._conn_lock:
             self._connections[name] = conn
         return conn
+
+    def _build_connection(self, name: str):
+        """An unopened Fabric connection to a worker, with its gateway chain, every hop checked."""
+        from fabric import Config
+
+        w = self.workers[name]
+        key_file = None
+        if w.identity_file:
+            key = Path(os.path.expanduser(w.identity_file))
+            key_file = str(key if key.is_absolute() else self.base_dir / key)
+        overrides = {"runners": {"remote": _remote_runner_class()}}
+        config = Config(runtime_ssh_path=self.ssh_config_path, overrides=overrides) if self.ssh_config_path \
+            else Config(overrides=overrides)
+        conn = self._checked_connection(w.host, w, config, user=w.user, port=w.port, key_file=key_file)
+        conn.gateway = self._gateway(conn, w, config, ())
+        return conn
+
+    def _checked_connection(self, host: str, w: WorkerRef, config, *, user: str | None = None,
+                            port: int | None = None, key_file: str | None = None, role: str = ""):
+        """A Connection with our host-key policy, known_hosts and timeouts (no gateway yet)."""
+        from fabric import Connection
+
+        connect_kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
+                          "channel_timeout": self.connect_timeout}
+        if key_file:
+            connect_kwargs["key_filename"] = key_file
+            connect_kwargs["look_for_keys"] = False
+        # gateway=False: Fabric must not build a gateway from ssh_config itself (unchecked hops).
+        conn = Connection(host, user=user, port=port, config=config, gateway=False,
+                          connect_timeout=max(1, int(round(self.connect_timeout))),
+                          connect_kwargs=connect_kwargs)
+        conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role))
+        if self.known_hosts_path.exists():
+            conn.client.load_host_keys(str(self.known_hosts_path))
+            conn.client._host_keys_filename = None  # never let paramiko rewrite the file
+        return conn
+
+    def _gateway(self, conn, w: WorkerRef, config, via: tuple[str, ...]):
+        """How `conn` is reached: False (directly), a ProxyCommand string, or a checked hop Connection.
+
+        ProxyJump hops are connected in the order given (the first directly, or
+        through its own ssh_config gateway, as OpenSSH does), each with the same
+        host-key policy, known_hosts and timeouts as the workers. A hop logs in
+        with its own ssh_config (User, IdentityFile, agent), not the worker's
+        identity_file, again as OpenSSH does.
+        """
+        jump = conn.ssh_config.get("proxyjump")
+        if jump and jump.strip().lower() != "none":
+            hops = [h.strip() for h in jump.split(",") if h.strip()]
+            prev = None
+            for hop in hops:
+                hop_conn = self._checked_connection(hop, w, config.clone(), role="jump host ")
+                if {hop_conn.original_host, hop_conn.host} & {conn.original_host, conn.host}:
+                    return False  # a wildcard Host block that names the jump host itself
+                if hop_conn.original_host in via:
+                    loop = " -> ".join((*via, conn.original_host, hop_conn.original_host))
+                    raise OrchError(f"ProxyJump loop in ssh config: {loop}", host=w.name)
+                hop_conn.gateway = prev if prev is not None else \
+                    self._gateway(hop_conn, w, config, (*via, conn.original_host))
+                prev = hop_conn
+            return prev
+        if conn.ssh_config.get("proxycommand"):
+            # OpenSSH's own process makes that hop (and checks its host key).
+            return conn.ssh_config["proxycommand"]
+        return False
 
     def _drop(self, name: str) -> None:
         with self._conn_lock:
             conn = self._connections.pop(name, None)
         if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
+            _close_chain(conn)
 
     def close(self) -> None:
         """Close every connection and the worker pool."""
@@ -286,7 +357,7 @@ class Transport:
             for w in writers.values():
                 w.flush_rest()
         elapsed = time.monotonic() - start
-        if res.exited == 124:
+        if res.exited == 124 and elapsed + TIMEOUT_SLACK >= timeout:
             return Result(host=name, argv=tuple(argv), exit_code=None, stdout=res.stdout, stderr=res.stderr,
                           elapsed=elapsed, error=f"timed out after {timeout:g}s", error_kind="timeout")
         return Result(host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout,
@@ -298,31 +369,144 @@ class Transport:
 
     def put_one(self, name: str, local: str | os.PathLike | io.IOBase, remote: str) -> Result:
         """Copy a local file (or file object) to `remote` on one worker over SFTP."""
-        start = time.monotonic()
         argv = ("put", str(getattr(local, "name", local)), remote)
-        try:
-            self._connection(name).put(local, remote)
-        except Exception as exc:
-            return self.failure(name, argv, exc, time.monotonic() - start)
-        return Result(host=name, argv=argv, exit_code=0, elapsed=time.monotonic() - start)
+        return self._copy(name, argv, remote, lambda conn: conn.put(local, remote))
 
     def put(self, local, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Copy one local file (or file object) to `remote` on many workers in parallel."""
+        if hasattr(local, "read"):
+            # Fabric seeks and reads the object itself: threads sharing one would interleave.
+            pos = local.tell()
+            local.seek(0)
+            data = local.read()
+            local.seek(pos)
+            data = data if isinstance(data, bytes) else data.encode()
+            return self.map(lambda w: self.put_one(w.name, io.BytesIO(data), remote), hosts)
         return self.map(lambda w: self.put_one(w.name, local, remote), hosts)
 
     def get_one(self, name: str, remote: str, local: str | os.PathLike) -> Result:
         """Copy `remote` from one worker to a local path over SFTP."""
-        start = time.monotonic()
         argv = ("get", remote, str(local))
         try:
             Path(local).parent.mkdir(parents=True, exist_ok=True)
-            self._connection(name).get(remote, str(local))
+        except OSError as exc:
+            return Result(host=name, argv=argv, exit_code=None, error=f"cannot create local directory: {exc}",
+                          error_kind="local")
+        return self._copy(name, argv, remote, lambda conn: conn.get(remote, str(local)))
+
+    def _copy(self, name: str, argv: tuple[str, ...], remote: str, transfer: Callable) -> Result:
+        """Run one SFTP transfer, every failure a Result.
+
+        A silent worker costs at most two `transfer_timeout`s: Fabric's put first
+        stats the remote path and takes a timeout there for "not a directory".
+        """
+        start = time.monotonic()
+        try:
+            conn = self._connection(name)
+            self._sftp(conn)
         except Exception as exc:
             return self.failure(name, argv, exc, time.monotonic() - start)
+        try:
+            transfer(conn)
+        except Exception as exc:
+            return self._copy_failure(name, argv, remote, exc, time.monotonic() - start)
         return Result(host=name, argv=argv, exit_code=0, elapsed=time.monotonic() - start)
+
+    def _sftp(self, conn):
+        """The connection's SFTP session, its channel limited to `transfer_timeout` of silence."""
+        import socket
+
+        # Opening the channel is bounded (channel_timeout) but paramiko then waits
+        # for the subsystem reply with no limit: close the connection if it never comes.
+        gave_up = threading.Event()
+
+        def give_up() -> None:
+            gave_up.set()
+            conn.client.close()
+
+        timer = threading.Timer(self.transfer_timeout, give_up)
+        timer.daemon = True
+        timer.start()
+        try:
+            sftp = conn.sftp()
+        except Exception:
+            if gave_up.is_set():
+                raise socket.timeout(f"no SFTP session within {self.transfer_timeout:g}s") from None
+            raise
+        finally:
+            timer.cancel()
+        if gave_up.is_set():  # opened just as the timer closed the connection
+            raise socket.timeout(f"no SFTP session within {self.transfer_timeout:g}s")
+        sftp.get_channel().settimeout(self.transfer_timeout)
+        return sftp
+
+    def _copy_failure(self, name: str, argv: tuple[str, ...], remote: str, exc: BaseException,
+                      elapsed: float) -> Result:
+        """Why a started copy failed: the worker went silent, the SFTP server refused, or our side."""
+        import socket
+
+        w = self.workers[name]
+        what = f"SFTP {argv[0]} {'to' if argv[0] == 'put' else 'from'} {name}:{remote}"
+        reason = _sftp_refusal(exc)
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            self._drop(name)  # the SFTP session is mid-request: unusable
+            kind, text = "timeout", (f"{what} timed out: {w.host}:{w.port or 22} sent nothing for "
+                                     f"{self.transfer_timeout:g}s (worker hung?)")
+        elif reason is not None:
+            # The worker answered: the connection is fine, keep it.
+            kind, text = "remote", f"{what} failed on the worker: {reason}"
+        elif isinstance(exc, OSError) and not isinstance(exc, ConnectionError) and exc.errno is not None:
+            kind, text = "local", f"{what} failed on this machine: {exc}"
+        else:
+            return self.failure(name, argv, exc, elapsed)
+        return Result(host=name, argv=argv, exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
 
     def get(self, remote: str, local_for: Callable[[WorkerRef], str | os.PathLike],
             hosts: Iterable[str] | None = None) -> dict[str, Result]:
         return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
+
+
+def _chain(conn) -> list:
+    """`conn` and the Connections of its ProxyJump hops, target first."""
+    out = []
+    while conn is not None and conn is not False and not isinstance(conn, str) \
+            and not any(c is conn for c in out):
+        out.append(conn)
+        conn = conn.gateway
+    return out
+
+
+def _close_chain(conn) -> None:
+    for c in _chain(conn):
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+def _sftp_refusal(exc: BaseException) -> str | None:
+    """The SFTP server's own error for a request it refused, or None if it did not refuse one.
+
+    paramiko raises the server's status replies (no such file, permission
+    denied, the generic "Failure" of a full disk) as IOError/OSError, the same
+    types as a broken socket; only where they were raised tells them apart.
+    """
+    import paramiko
+
+    if isinstance(exc, paramiko.SFTPError):
+        return str(exc)
+    if isinstance(exc, OSError) and str(exc).startswith("size mismatch in put"):
+        return f"{exc} (the worker stored fewer bytes than were sent: disk full?)"
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "_convert_status" and code.co_filename.endswith("sftp_client.py"):
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if text.strip().lower() == "failure":
+                return "Failure (the SFTP server gives no detail; usually a full disk or quota)"
+            return text
+        tb = tb.tb_next
+    return None
 
 
 def classify_exception(exc: BaseException, transport: Transport, name: str) -> tuple[str, str]:
@@ -349,6 +533,9 @@ def classify_exception(exc: BaseException, transport: Transport, name: str) -> t
     if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc).lower()
                                                    or "no existing session" in str(exc).lower()):
         return "timeout", (f"no SSH banner from {target} within {transport.connect_timeout:g}s "
+                           "(host hung or overloaded)")
+    if isinstance(exc, paramiko.SSHException) and "timeout opening channel" in str(exc).lower():
+        return "timeout", (f"{target} opened no SSH channel within {transport.connect_timeout:g}s "
                            "(host hung or overloaded)")
     if isinstance(exc, (ConnectionRefusedError,)):
         return "connect", f"connection to {target} refused (sshd not running?)"

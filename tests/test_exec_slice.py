@@ -54,6 +54,15 @@ def test_a_command_timeout_is_reported_per_host(slice4):
     assert left.stdout.strip() == ""
 
 
+def test_a_command_that_exits_124_itself_reports_exit_124_not_a_timeout(slice4):
+    proc = slice4.orch("exec", "--json", "--workers", "0", "--", "sh", "-c", "exit 124", check=False)
+    assert proc.returncode == 1
+    [result] = json.loads(proc.stdout)["results"]
+    assert (result["exit_code"], result["error"], result["error_kind"]) == (124, None, None)
+    proc = slice4.orch("exec", "--workers", "0", "--", "sh", "-c", "exit 124", check=False)
+    assert "FAILED slice-w0: exit 124" in proc.stderr and "timed out" not in proc.stderr
+
+
 def test_a_paused_worker_times_out_and_the_others_succeed(make_sandbox):
     sb = make_sandbox(workers=3)
     sandbox.pause(sb.dir, 1)

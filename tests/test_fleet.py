@@ -102,6 +102,12 @@ def test_a_lane_over_a_missing_worker_index_is_an_error():
         "fleet.yaml:17 lanes.validation.workers: slice 's' has no worker index 7 (indices: 0, 1, 2)"]
 
 
+def test_a_lane_with_no_workers_is_refused_naming_the_lane():
+    assert problems_of(edit("workers: [2]", "workers: []")) == [
+        "fleet.yaml:17 lanes.validation.workers: lane 'validation' has no workers; expected 'all', an index, "
+        "a range like '0-5', or a non-empty list of those"]
+
+
 def test_unpinned_requirements_are_refused():
     assert problems_of(edit("pins: [torch==2.11.0]", "pins: [torch>=2.11]")) == [
         "fleet.yaml:9 bundles.torch-2.11: pin 'torch>=2.11' is not exact; expected NAME==VERSION "
@@ -130,7 +136,7 @@ def test_a_jax_cache_writer_that_is_not_process_zero_is_refused():
     text = GOOD.replace("  s:\n", "  s:\n    shared_dir: /mnt/x\n").replace(
         "per-host: {mode: per-host}", "per-host: {mode: single-writer, root: /mnt/x/cache, writer: 2}").replace(
         "workers: [2], bundle: jax-cpu, platform: cpu}",
-        "workers: [2], bundle: jax-cpu, platform: cpu}\n  third: {workers: [], bundle: jax-cpu, platform: cpu}")
+        "workers: [2], bundle: jax-cpu, platform: cpu}")
     text = text.replace("operator: {workers: 0-1, bundle: torch-2.11,", "operator: {workers: 0-1, bundle: jax-cpu,")
     assert problems_of(text) == [
         "fleet.yaml:15 cache_policies.per-host.writer: writer 2 is not a worker of lane 'operator'"]
@@ -172,6 +178,28 @@ def test_worker_selection_by_name_glob_and_range():
     assert [w.name for w in fleet.select(lane="operator", workers="s-w*")] == ["s-w0", "s-w1"]
     with pytest.raises(ConfigError, match=r"'s-w9' matches no worker; did you mean 's-w2'\? \(have: s-w0, s-w1, s-w2\)"):
         fleet.select(workers="s-w9")
+
+
+@pytest.mark.parametrize("spec", [",", " , ", ""])
+def test_a_worker_selection_that_names_nothing_is_refused_instead_of_running_nowhere(spec):
+    fleet = build_fleet(loads(GOOD, Path("fleet.yaml")))
+    with pytest.raises(ConfigError) as info:
+        fleet.select(workers=spec)
+    assert str(info.value) == (f"--workers {spec!r} names no worker; expected names, globs or index ranges, "
+                               "comma-separated (have: s-w0, s-w1, s-w2)")
+
+
+def test_exec_with_an_empty_worker_selection_says_so_without_a_traceback(tmp_path):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    (tmp_path / "fleet.yaml").write_text(GOOD)
+    result = CliRunner().invoke(main, ["--fleet", str(tmp_path / "fleet.yaml"), "exec", "--workers", ",",
+                                       "--", "true"])
+    assert result.exit_code == 2
+    assert "orch: error: --workers ',' names no worker" in result.output
+    assert isinstance(result.exception, SystemExit)  # the CLI's clean exit, not a ValueError
 
 
 def test_an_unknown_lane_on_the_command_line_is_suggested():
