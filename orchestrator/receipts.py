@@ -782,6 +782,14 @@ def figures(r: Report) -> dict[str, tuple[object, str, str]]:
 def compare(a: Report, b: Report, *, allow_cross_lane: bool = False) -> Comparison:
     """Two runs side by side. Refused across lanes or bundles unless `allow_cross_lane`."""
     differences = tuple(stack_differences(a, b))
+    unknown = [r.run_id for r in (a, b) if not r.bundle_ids]
+    if unknown:
+        # Without receipts neither the bundle nor any figure is known: no comparison, and no
+        # "different bundles" verdict made up from a missing one.
+        refused = (f"run{'s' if len(unknown) > 1 else ''} {' and '.join(unknown)} ha{'ve' if len(unknown) > 1 else 's'} "
+                   f"no receipts here, so {'their' if len(unknown) > 1 else 'its'} bundle is unknown: gather "
+                   f"first ({'; '.join(f'orch gather {r}' for r in unknown)})")
+        return Comparison(a=a, b=b, refused=refused, cross_lane=False, differences=differences, figures=())
     cross = a.lane != b.lane or a.bundle != b.bundle or set(a.bundle_ids) != set(b.bundle_ids)
     refused = None
     if cross and not allow_cross_lane:

@@ -409,6 +409,14 @@ def test_compare_refuses_runs_from_different_lanes_or_bundles():
     assert "different bundles" in receipts.compare(a, redeployed).refused
 
 
+def test_compare_of_a_run_without_receipts_asks_for_a_gather_instead_of_calling_the_bundles_different():
+    a = receipts.build_report(a_run(four(), run_id="a"))
+    b = receipts.build_report(a_run(four(w0=None, w1=None, w2=None, w3=None), run_id="b"))
+    for allow in (False, True):
+        c = receipts.compare(a, b, allow_cross_lane=allow)
+        assert c.refused == "run b has no receipts here, so its bundle is unknown: gather first (orch gather b)"
+
+
 def test_compare_across_lanes_when_allowed_leads_with_the_stack_differences_and_labels_every_figure():
     a = receipts.build_report(a_run(four(), run_id="a"))
     torch_side = {"bundle": "torch-cpu", "bundle_id": "9f8e7d6c5b4a3210", "versions__jax": None,

@@ -8,6 +8,8 @@ import time
 
 import click
 
+from orchestrator.restart_check import DEFAULT_THRESHOLD
+
 
 def register(main: click.Group) -> None:
     main.add_command(cache)
@@ -135,7 +137,7 @@ def _env_pairs(values) -> dict[str, str]:
 @click.command("restart-check", context_settings={"ignore_unknown_options": True,
                                                  "allow_interspersed_args": False})
 @click.option("--lane", required=True, help="The lane to launch on (its cache policy is what is checked).")
-@click.option("--threshold", type=float, default=0.5, show_default=True, metavar="R",
+@click.option("--threshold", type=float, default=DEFAULT_THRESHOLD, show_default=True, metavar="R",
               help="A process reused its cache when warm/cold compile time <= R (and it had cache hits).")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Sync this local directory to every worker "
               "and run from there (as orch launch).")
