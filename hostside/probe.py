@@ -608,19 +608,38 @@ def run_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int
     """Run a child in its own process group; on timeout kill the whole group. (rc, out, err, timed_out)."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, text=True, errors="replace", start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out, err, False
-    except subprocess.TimeoutExpired:
+
+    def kill_group() -> None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
+
+    def on_termination(signum, _frame):
+        # The child has a session of its own (so a timeout kills all of it); when the probe itself is
+        # ended (the transport's `timeout`, a dropped connection) it must not live on holding libtpu.
+        kill_group()
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, on_termination)
+    except ValueError:  # not the main thread: the caller owns signal handling
+        pass
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        kill_group()
         try:
             out, err = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:
             out, err = "", ""
         return None, out or "", err or "", True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def read_libtpu_errors(log_dir: str, since: float) -> str:

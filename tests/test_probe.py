@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+from hostside import launch_proc
 from hostside import probe as hp
 from orchestrator import probe as op
 from orchestrator.fleet import load_fleet
@@ -175,6 +178,29 @@ def test_the_runtime_child_reports_a_timeout_and_kills_its_process_group():
     rc, out, err, timed_out = hp.run_child([sys.executable, "-c", "import time; print('x', flush=True); "
                                             "time.sleep(30)"], dict(os.environ), 1.0)
     assert timed_out and rc is None and out == "x\n"
+
+
+def test_a_probe_that_is_terminated_takes_its_runtime_child_with_it(tmp_path):
+    """The child runs in a session of its own; a TERMed probe (the transport's timeout) must not
+    leave it behind holding libtpu's lock."""
+    pidfile = tmp_path / "child.pid"
+    child = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    probe = subprocess.Popen([sys.executable, "-c", "import os, sys; from hostside.probe import run_child; "
+                              f"run_child([sys.executable, '-c', {child!r}], dict(os.environ), 60)"],
+                             cwd=Path(__file__).resolve().parent.parent)
+    try:
+        deadline = time.monotonic() + 10
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        probe.send_signal(signal.SIGTERM)
+        assert probe.wait(timeout=10) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 5
+        while launch_proc.alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not launch_proc.alive(pid)
+    finally:
+        probe.kill()
 
 
 # ---------------------------------------------------------------------------
