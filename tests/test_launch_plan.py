@@ -352,3 +352,35 @@ def test_a_stop_that_arrives_before_the_start_makes_the_late_start_and_the_relea
         "run_id": "r", "lane": "cpu", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1, "target": {}})
     with pytest.raises(hostside_launcher.Refusal, match=r"stopped by orch before the release \(Ctrl-C"):
         hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 5}, rec)
+
+
+def test_a_torch_xla_lane_gets_its_policy_before_import_and_use_spmd_before_user_code(tmp_path):
+    """The real launcher, with a stand-in torch_xla that records what it saw and when."""
+    fake = tmp_path / "site" / "torch_xla"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "import os\nEVENTS = [('import', os.environ.get('PJRT_DEVICE'), os.environ.get('XLA_NO_SPECIAL_SCALARS'))]\n")
+    (fake / "runtime.py").write_text("import torch_xla\ndef use_spmd():\n    torch_xla.EVENTS.append(('use_spmd',))\n")
+    (tmp_path / "site" / "torch").mkdir()
+    (tmp_path / "site" / "torch" / "__init__.py").write_text("")
+    script = tmp_path / "train.py"
+    script.write_text("import torch_xla\ntorch_xla.EVENTS.append(('user-code',))\nprint('EVENTS', torch_xla.EVENTS)\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "launch.json").write_text(json.dumps({
+        "schema_version": 1, "run_id": "r1", "name": None, "lane": "tpu", "bundle": "b", "platform": "tpu",
+        "worker": "w0", "index": 0, "process_id": 0, "num_processes": 1, "coordinator": None,
+        "run_dir": str(run), "forbid": ["XLA_USE_BF16", "XLA_USE_SPMD"], "frontends": ["torch_xla"],
+        "env": {"PJRT_DEVICE": "TPU", "XLA_NO_SPECIAL_SCALARS": "1"},
+        "contract": [{"frontend": "torch_xla", "action": "torch_xla.use_spmd", "detail": ""}],
+        "target": {"kind": "script", "path": str(script), "module": None, "args": []}, "distributions": []}))
+    (run / "release").write_text(json.dumps({"release_at": 0}))
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("PJRT_DEVICE", "XLA_USE_SPMD", "XLA_USE_BF16")}
+    proc = subprocess.run([sys.executable, "-m", "hostside.launcher", str(run / "launch.json")], cwd=tmp_path,
+                          env={**env, "PYTHONPATH": f"{root}:{tmp_path / 'site'}", "ORCH_HOSTSIDE": str(root)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "EVENTS [('import', 'TPU', '1'), ('use_spmd',), ('user-code',)]" in proc.stdout
+    steps = [s["name"] for s in json.loads((run / "record.json").read_text())["steps"]]
+    assert steps == ["policy", "import torch_xla", "cache-init", "wait-release", "spmd-init", "user-code"]

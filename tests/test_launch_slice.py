@@ -49,7 +49,7 @@ def orch(slice4, runs_dir, *args, fleet=None, **kwargs):
     return slice4.orch(*args, env=env, **kwargs)
 
 
-def run_processes(slice4, run_id: str) -> dict[str, list[str]]:
+def run_processes(slice4, run_id: str, workers=None) -> dict[str, list[str]]:
     """Processes of `run_id`, listed on every worker (in parallel, so one round is one SSH round trip)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -57,8 +57,9 @@ def run_processes(slice4, run_id: str) -> dict[str, list[str]]:
         res = slice4.ssh(w, "python3", "-c", LIST_RUN, run_id, check=True)
         return [line for line in res.stdout.splitlines() if line.strip()]
 
-    with ThreadPoolExecutor(len(slice4.workers)) as pool:
-        return dict(zip(slice4.workers, pool.map(listing, slice4.workers)))
+    workers = list(workers or slice4.workers)
+    with ThreadPoolExecutor(len(workers)) as pool:
+        return dict(zip(workers, pool.map(listing, workers)))
 
 
 def no_processes_left(slice4, run_id: str) -> bool:
@@ -178,6 +179,42 @@ def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu
     for w, e in rec["outcome"]["ends"].items():
         if w != "slice-w2":
             assert e["stopped"] or (e["ended_at"] is not None and e["ended_at"] >= first), (w, e)
+
+
+def test_a_worker_that_goes_silent_is_lost_the_gang_is_torn_down_and_stop_finishes_it_after_resume(
+        slice4, jax_cpu_lane, runs_dir):
+    from orchestrator import sandbox
+
+    proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--lost-after", "3", "--grace", "1",
+                      "--workdir", str(EXAMPLES), "--", "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2")
+    try:
+        seen = read_until(proc, r"step 3 loss")
+        run_id = run_id_from("".join(seen))
+        paused = {str(pid) for pid in sandbox.pause(slice4.dir, 3).pids}   # a hung host: TCP connects, nothing answers
+        try:
+            read_until(proc, r"slice-w3 lost: ", timeout=60)
+            lost_at = time.monotonic()
+
+            def healthy_left() -> list[str]:
+                # Workers share one pid namespace: a listing shows the paused worker's processes too.
+                return [line for line in run_processes(slice4, run_id, slice4.workers[:1])[slice4.workers[0]]
+                        if line.split()[0] not in paused]
+
+            while healthy_left():
+                assert time.monotonic() - lost_at < 5.0, healthy_left()
+                time.sleep(0.1)
+        finally:
+            sandbox.resume(slice4.dir, 3)
+        rest = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, rest
+    rec = run_record(runs_dir, run_id)
+    assert rec["outcome"]["first_failure"]["worker"] == "slice-w3" and rec["outcome"]["first_failure"]["lost"]
+    # The paused worker could not be stopped while it was hung; the operator's `orch stop` finishes it.
+    orch(slice4, runs_dir, "stop", run_id, timeout=120)
+    assert no_processes_left(slice4, run_id)
 
 
 @pytest.mark.parametrize("sig, said", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
