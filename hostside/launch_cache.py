@@ -63,6 +63,7 @@ import time
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
+from hostside import receipt_facts
 
 FRONTENDS = ("jax", "torch_xla")
 LEASE_FILE = "writer.lease"
@@ -184,6 +185,7 @@ class Lease:
         self.state = "unheld"         # held | released | lost
         self.lost_reason = None
         self.heartbeats = 0
+        self.on_lost = None           # called once (from the heartbeat thread) when the lease is lost
         self._stop = threading.Event()
         self._thread = None
 
@@ -239,6 +241,11 @@ class Lease:
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
             if not self.beat():
+                if self.on_lost is not None:
+                    try:
+                        self.on_lost(self)
+                    except Exception as exc:  # the heartbeat thread must not die noisily
+                        self.lost_reason = f"{self.lost_reason}; stopping writes failed: {exc}"
                 return
 
     def beat(self) -> bool:
@@ -355,9 +362,9 @@ _SESSION: Session | None = None
 _CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY")
 
 
-def bundle_id_of_this_python() -> str:
-    """The bundle id of the environment this process runs in (<root>/envs/<bundle-id>)."""
-    return os.path.basename(os.path.realpath(sys.prefix).rstrip("/"))
+def bundle_id_of_this_python() -> str | None:
+    """The bundle id of the environment this process runs in (<root>/envs/<bundle-id>), if it is one."""
+    return receipt_facts.bundle_id()
 
 
 def init(doc: dict, rec) -> dict:
@@ -371,7 +378,7 @@ def init(doc: dict, rec) -> dict:
     bundle_id = bundle_id_of_this_python()
 
     def fill(path):
-        return path.replace(BUNDLE_PLACEHOLDER, bundle_id) if path else None
+        return path.replace(BUNDLE_PLACEHOLDER, bundle_id or BUNDLE_PLACEHOLDER) if path else None
 
     roots = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
     frontends = [f for f in doc.get("frontends", []) if f in FRONTENDS]
@@ -385,10 +392,20 @@ def init(doc: dict, rec) -> dict:
     if mode != "off" and not plan:
         state["role"] = role = "off"
         state["caveats"].append(f"the launch plan has no cache plan for {doc['worker']}: no cache configured")
+    elif mode != "off" and bundle_id is None:
+        # Cache entries are keyed by bundle id so two stacks never share them; without one, none.
+        state["role"] = role = "off"
+        state["caveats"].append(f"{os.path.realpath(sys.prefix)} is not a deployed bundle environment "
+                                "(<root>/envs/<bundle-id>): no bundle id to key the cache by, so this process "
+                                "runs without a persistent compilation cache")
     inherited = {k: os.environ[k] for k in _CACHE_ENV if os.environ.get(k)}
     if inherited and role != "off":
+        # Unset, not merely outranked: a reader whose root does not exist yet configures nothing,
+        # and the frontend would otherwise fall back to the inherited (possibly writable) path.
+        for k in inherited:
+            os.environ.pop(k, None)
         state["caveats"].append("the environment sets " + ", ".join(f"{k}={v}" for k, v in inherited.items())
-                                + "; the lane's cache policy overrides it")
+                                + "; the lane's cache policy replaces it (unset for this process)")
     elif inherited:
         state["caveats"].append("the environment sets " + ", ".join(f"{k}={v}" for k, v in inherited.items())
                                 + ": a cache orch does not manage (the lane's cache policy is off)")
@@ -412,6 +429,7 @@ def init(doc: dict, rec) -> dict:
             rec.step("cache-init", "refused", t0, "another writer holds the cache's lease")
             raise
         session.lease = lease
+        lease.on_lost = lambda lost: _stop_writing(lost, state, session)
         lease.start()
         state["lease"] = lease.summary()
         if lease.reclaimed_from:
@@ -466,6 +484,9 @@ def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, 
     if role == "reader" and not os.path.isdir(root):
         state["caveats"].append(f"jax: {root} does not exist yet (the writer has not warmed it); this reader "
                                 "runs without a persistent cache rather than create it")
+        # jax read JAX_COMPILATION_CACHE_DIR when it was imported; that path is not this lane's.
+        if jax.config.jax_compilation_cache_dir is not None:
+            jax.config.update("jax_compilation_cache_dir", None)
         return
     if role != "reader":
         os.makedirs(root, exist_ok=True)
@@ -478,22 +499,46 @@ def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, 
         # A reader never writes: JAX writes only from process 0 (and a JAX
         # writer is process 0); the launcher also refuses writes in-process.
         jax.config.update("jax_compilation_cache_max_size", -1)
-        original = cc.put_executable_and_time
-
-        def put_executable_and_time(*_args, **_kwargs):
-            """orch: this process reads the cache and never writes it."""
-            if evidence is not None:
-                evidence.writes_refused += 1
-            return None
-
-        put_executable_and_time.__wrapped__ = original
-        cc.put_executable_and_time = put_executable_and_time
+        _refuse_jax_writes(evidence)
         line += "; reader: writes refused in-process, no eviction (reads touch no file)"
     elif int(doc.get("num_processes") or 1) > 1 and int(doc.get("process_id") or 0) != 0:
         state["caveats"].append(f"jax writes its persistent cache only from process 0: this process "
                                 f"({doc.get('process_id')}) leaves its private cache {root} empty")
     state["configured"]["jax"] = True
     state["enforcement"].append(line)
+
+
+def _refuse_jax_writes(evidence: JaxEvidence | None) -> None:
+    """From now on this process reads JAX's persistent cache and never writes it."""
+    from jax._src import compilation_cache as cc
+
+    original = cc.put_executable_and_time
+    if getattr(original, "__orch_refuses__", False):
+        return
+
+    def put_executable_and_time(*_args, **_kwargs):
+        """orch: this process reads the cache and never writes it."""
+        if evidence is not None:
+            evidence.writes_refused += 1
+        return None
+
+    put_executable_and_time.__wrapped__ = original
+    put_executable_and_time.__orch_refuses__ = True
+    cc.put_executable_and_time = put_executable_and_time
+
+
+def _stop_writing(lease: Lease, state: dict, session: Session) -> None:
+    """A writer that lost its lease (paused past the TTL and reclaimed, say) must not go on writing
+    beside the new holder: JAX writes are refused from here on; torch_xla cannot be made read-only
+    once initialised, which the record says."""
+    text = f"cache writer lease lost ({lease.lost_reason})"
+    if state["configured"].get("jax"):
+        _refuse_jax_writes(session.jax)
+        text += ": jax writes refused from now on"
+    if state["configured"].get("torch_xla"):
+        text += "; torch_xla's cache stays writable in this process (it cannot be made read-only after init)"
+    state["caveats"].append(text)
+    print(f"orch launcher: {text}", file=sys.stderr, flush=True)
 
 
 def _setup_torch_xla(root: str, role: str, state: dict) -> None:

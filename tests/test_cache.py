@@ -390,12 +390,16 @@ class FakeRecord:
         self.saved += 1
 
 
-def test_init_resolves_the_bundle_id_and_records_the_plan_even_without_a_cache_frontend(fleet):
+def test_init_resolves_the_bundle_id_and_records_the_plan_even_without_a_cache_frontend(fleet, tmp_path,
+                                                                                       monkeypatch):
+    bundle = "5748b3c35b095645"
+    (tmp_path / "envs" / bundle).mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "envs" / bundle))
     plan = plan_launch(fleet, "torch", ["x.py"], run_id="r-1")
     doc = plan.launch_doc(plan.processes[0])
     rec = FakeRecord()
     state = lc.init(doc, rec)
-    bundle = lc.bundle_id_of_this_python()
+    assert lc.bundle_id_of_this_python() == bundle
     assert state["role"] == "writer" and state["lease"] is None  # torch alone: no cache, no lease
     assert state["roots"]["jax"] == f"/mnt/shared/cache/torch/{bundle}/jax"
     assert any("no frontend with a persistent compilation cache" in c for c in state["caveats"])
@@ -510,3 +514,42 @@ def test_cache_clear_asks_before_removing_and_refuses_silently_running_without_y
     result = CliRunner().invoke(main, ["--fleet", str(fleet.path), "cache", "clear", "--lane", "train"])
     assert result.exit_code == 2
     assert "needs --yes when not interactive" in result.output
+
+
+def test_a_python_that_is_no_bundle_environment_runs_without_a_cache_and_inherited_cache_paths_are_unset(
+        fleet, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "some-venv"))
+    monkeypatch.setenv("XLA_PERSISTENT_CACHE_PATH", "/tmp/somebody-elses-cache")
+    plan = plan_launch(fleet, "torch", ["x.py"], run_id="r-2")
+    rec = FakeRecord()
+    state = lc.init(plan.launch_doc(plan.processes[0]), rec)
+    lc.close()
+    assert state["role"] == "off" and state["bundle_id"] is None
+    assert any("is not a deployed bundle environment" in c for c in state["caveats"])
+    assert rec.steps[0][1] == "skipped"
+
+    (tmp_path / "envs" / "abc").mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "envs" / "abc"))
+    state = lc.init(plan.launch_doc(plan.processes[0]), FakeRecord())
+    lc.close()
+    assert "XLA_PERSISTENT_CACHE_PATH" not in os.environ
+    assert any("the lane's cache policy replaces it (unset for this process)" in c for c in state["caveats"])
+
+
+def test_a_writer_that_loses_its_lease_is_told_once_and_records_that_it_stops_writing(tmp_path):
+    path = tmp_path / "writer.lease"
+    lease = lc.Lease(str(path), holder("run-b"), ttl=20, interval=0.05)
+    lease.acquire()
+    lost = []
+    lease.on_lost = lost.append
+    lease.start()
+    lp.write_json_atomic(str(path), {**lease_doc(os.getpid()), "nonce": "the-reclaimer"})
+    deadline = time.monotonic() + 5
+    while not lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    lease.release()
+    assert lost == [lease] and lease.state == "lost"
+    state = {"configured": {"torch_xla": True}, "caveats": []}
+    lc._stop_writing(lease, state, lc.Session(FakeRecord(), state, ["torch_xla"]))
+    assert state["caveats"] == [f"cache writer lease lost ({lease.lost_reason}); torch_xla's cache stays writable "
+                                "in this process (it cannot be made read-only after init)"]
