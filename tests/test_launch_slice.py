@@ -286,6 +286,22 @@ def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_
         orch(slice4, runs_dir, "stop", earlier, "--grace", "1", check=False)
 
 
+def test_a_coordinator_port_that_is_taken_refuses_the_launch_before_anything_starts(slice4, jax_cpu_lane,
+                                                                                   runs_dir):
+    import socket
+
+    with socket.socket() as held:                 # the workers share this machine's network stack
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--port", str(port), "--workdir", str(EXAMPLES),
+                   "--", "jax_spmd.py", check=False, timeout=120)
+    assert res.returncode != 0
+    assert f"slice-w0: coordinator port {port} is taken" in res.stderr and "choose another with --port" in res.stderr
+    [record] = [json.loads(r.read_text()) for r in runs_dir.glob("*/run.json")]
+    assert record["state"] == "refused" and "pids" not in record
+
+
 def test_a_lane_with_two_bundles_active_is_refused_naming_workers_and_bundles(slice4, jax_cpu_lane, runs_dir):
     active = "/var/lib/orch/lanes/cpu/active"
     link = slice4.ssh("slice-w2", "readlink", active, check=True).stdout.strip()  # restored exactly
