@@ -2,14 +2,18 @@
 
     python3 -m hostside.deploy ACTION < request.json
 
-Actions: begin, receive, serve, fetch, stop-serve, install, activate, unlock,
-rollback, status. Each reads one JSON request on stdin and prints one JSON
-document. Nothing here switches a lane's active bundle until its environment
-is complete and verified; a failed install leaves no partial environment.
+Actions: begin, heartbeat, receive, serve, fetch, stop-serve, install,
+activate, unlock, rollback, status. Each reads one JSON request on stdin and
+prints one JSON document. Nothing here switches a lane's active bundle until
+its environment is complete and verified; a failed install leaves no partial
+environment. Install and activate act only while the lane's deploy lock still
+carries the requester's token.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -19,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 
@@ -29,6 +34,8 @@ from hostside.layout import Layout
 
 COMPLETE = ".orch-complete"
 MANIFEST = "orch-bundle.json"
+HEARTBEAT_EVERY = 30.0  # seconds between heartbeats while a long action runs
+LONG_ACTIONS = ("receive", "fetch", "install")
 
 
 class DeployFailure(Exception):
@@ -66,13 +73,72 @@ def _drop_corrupt(layout: Layout, wheels: list[dict]) -> list[str]:
 
 
 def _read_lock(path: str) -> dict | None:
+    """The lane's lock holder, or None. A lock we cannot parse (torn by a crash,
+    or written by hand) ages from its mtime, so it is not taken while fresh."""
     try:
         with open(path) as fh:
             return json.load(fh)
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        return {"holder": "unreadable lock file", "heartbeat": 0}
+        try:
+            mtime = os.path.getmtime(path)
+        except OSError:
+            return None
+        return {"holder": "unreadable lock file", "heartbeat": mtime}
+
+
+@contextlib.contextmanager
+def _lane_mutex(layout: Layout, lane: str):
+    """Serialise every read-modify-write of a lane's lock file (take, refresh,
+    check, release) across processes, so a heartbeat cannot resurrect a lock
+    that was just released or overwrite one another deploy just took."""
+    os.makedirs(layout.lane_dir(lane), exist_ok=True)
+    fd = os.open(os.path.join(layout.lane_dir(lane), ".deploy-mutex"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the flock
+
+
+def _create_lock(path: str, lock: dict) -> bool:
+    """Create the lock file complete in one step (write a temp file, link it into
+    place): readers never see an empty lock. False if a lock already exists."""
+    fd, tmp = tempfile.mkstemp(prefix=".deploy.lock-", dir=os.path.dirname(path))
+    try:
+        os.fchmod(fd, 0o644)  # readable by `bundle status` of other users, like before
+        with os.fdopen(fd, "w") as fh:
+            json.dump(lock, fh)
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def describe_holder(holder: dict | None) -> str:
+    """Who holds a lane's lock, for messages (the controller uses it too)."""
+    if not holder:
+        return "no deploy holds it now"
+    if "token" not in holder:
+        return f"held by an {holder.get('holder', 'unknown holder')}"
+    return (f"held by {holder.get('user', '?')}@{holder.get('controller', '?')} pid {holder.get('pid', '?')} "
+            f"(bundle {holder.get('bundle_id', '?')})")
+
+
+class _LockLost(DeployFailure):
+    """The lane's lock no longer carries our token: another deploy took it."""
+
+
+def _require_lock(layout: Layout, req: dict, step: str) -> None:
+    """Raise unless the lane's lock still carries this deploy's token (call
+    under the lane mutex when acting on the answer)."""
+    holder = _read_lock(layout.deploy_lock(req["lane"]))
+    if not holder or holder.get("token") != req["holder"]["token"]:
+        raise _LockLost(f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(holder)}); "
+                        f"not {step}, the previous bundle stays active")
 
 
 # -- actions ------------------------------------------------------------------
@@ -82,9 +148,13 @@ def begin(req: dict) -> dict:
     """Check the lane: refuse if another deploy holds it, say `unchanged` if
     the bundle is already active, else take the lock and list missing wheels."""
     layout = Layout(req["root"])
+    with _lane_mutex(layout, req["lane"]):
+        return _begin(layout, req)
+
+
+def _begin(layout: Layout, req: dict) -> dict:
     lane, bundle_id = req["lane"], req["bundle_id"]
     lock_path = layout.deploy_lock(lane)
-    os.makedirs(layout.lane_dir(lane), exist_ok=True)
     now = time.time()
     recovered = None
     holder = _read_lock(lock_path)
@@ -98,13 +168,8 @@ def begin(req: dict) -> dict:
     active = _env_id(layout, layout.active(lane))
     if active == bundle_id and _complete(layout, bundle_id):
         return {"state": "unchanged", "active": active, "recovered_lock": recovered}
-    lock = dict(req["holder"], heartbeat=now)
-    try:
-        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
+    if not _create_lock(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
         return {"state": "locked", "holder": _read_lock(lock_path), "heartbeat_age": 0.0}
-    with os.fdopen(fd, "w") as fh:
-        json.dump(lock, fh)
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {"state": "locked-by-us", "active": active, "missing": missing, "recovered_lock": recovered,
             "env_complete": _complete(layout, bundle_id),
@@ -273,6 +338,8 @@ def install(req: dict) -> dict:
     layout = Layout(req["root"])
     bundle_id = req["bundle_id"]
     env = layout.env(bundle_id)
+    with _lane_mutex(layout, req["lane"]):
+        _require_lock(layout, req, "installing")
     if _complete(layout, bundle_id):
         return {"installed": False, "env": env, "elapsed": 0.0}
     start = time.monotonic()
@@ -308,12 +375,16 @@ def install(req: dict) -> dict:
         if wrong:
             raise DeployFailure("installed versions differ from the lock: " + ", ".join(
                 f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items())))
+        with _lane_mutex(layout, req["lane"]):
+            _require_lock(layout, req, "marking the environment complete")
         manifest = {"schema_version": SCHEMA_VERSION, "bundle_id": bundle_id, "bundle": req["bundle"],
                     "python": req["python"], "lock_digest": req.get("lock_digest"),
                     "distributions": {w["name"]: w["version"] for w in req["wheels"]},
                     "installed_at": time.time()}
         _write_atomic(os.path.join(env, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
         _write_atomic(os.path.join(env, COMPLETE), "")
+    except _LockLost:
+        raise  # the deploy that took the lock may be building this environment now: leave it
     except BaseException as exc:
         shutil.rmtree(env, ignore_errors=True)
         if isinstance(exc, OSError) and exc.errno == 28:
@@ -347,8 +418,14 @@ def _installed_versions(python: str) -> dict:
 
 def activate(req: dict) -> dict:
     """Point the lane at the bundle atomically (symlink swap), record a receipt,
-    release the lock."""
+    release the lock; only while the lock is still ours."""
     layout = Layout(req["root"])
+    with _lane_mutex(layout, req["lane"]):
+        _require_lock(layout, req, "activating")
+        return _activate(layout, req)
+
+
+def _activate(layout: Layout, req: dict) -> dict:
     lane, bundle_id = req["lane"], req["bundle_id"]
     if not _complete(layout, bundle_id):
         raise DeployFailure(f"environment {bundle_id} is not complete; not activating")
@@ -361,7 +438,7 @@ def activate(req: dict) -> dict:
                "bundle_id": bundle_id, "lock_digest": req.get("lock_digest"), "previous": previous,
                "time": time.time(), "controller": req.get("holder", {}).get("controller")}
     _append(layout.deploy_receipts(lane), receipt)
-    unlock(req)
+    _release(layout, req)
     return {"active": bundle_id, "previous": previous, "receipt": receipt}
 
 
@@ -379,12 +456,18 @@ def _append(path: str, record: dict) -> None:
 
 def unlock(req: dict) -> dict:
     """Release the lane's deploy lock if we (this token) hold it."""
-    path = Layout(req["root"]).deploy_lock(req["lane"])
+    layout = Layout(req["root"])
+    with _lane_mutex(layout, req["lane"]):
+        return {"released": _release(layout, req)}
+
+
+def _release(layout: Layout, req: dict) -> bool:
+    path = layout.deploy_lock(req["lane"])
     holder = _read_lock(path)
     if holder and holder.get("token") == req["holder"]["token"]:
         os.unlink(path)
-        return {"released": True}
-    return {"released": False}
+        return True
+    return False
 
 
 def rollback(req: dict) -> dict:
@@ -423,18 +506,51 @@ def status(req: dict) -> dict:
     return {"lanes": lanes}
 
 
-ACTIONS = {"begin": begin, "receive": receive, "serve": serve, "stop-serve": stop_serve, "fetch": fetch,
-           "install": install, "activate": activate, "unlock": unlock, "rollback": rollback, "status": status}
+def heartbeat(req: dict) -> dict:
+    """Refresh our lock's heartbeat (the controller calls this while it uploads,
+    when no hostside action runs); says who holds the lock if it is not us."""
+    return _heartbeat(req)
 
 
-def _heartbeat(req: dict) -> None:
-    """Refresh our deploy lock's heartbeat so a long transfer is not taken for a dead deploy."""
+ACTIONS = {"begin": begin, "heartbeat": heartbeat, "receive": receive, "serve": serve, "stop-serve": stop_serve,
+           "fetch": fetch, "install": install, "activate": activate, "unlock": unlock, "rollback": rollback,
+           "status": status}
+
+
+def _heartbeat(req: dict) -> dict:
+    """Refresh our deploy lock's heartbeat so a long step is not taken for a dead deploy."""
     if "lane" not in req or "holder" not in req:
-        return
-    path = Layout(req["root"]).deploy_lock(req["lane"])
-    holder = _read_lock(path)
-    if holder and holder.get("token") == req["holder"].get("token"):
-        _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())))
+        return {"refreshed": False, "holder": None}
+    layout = Layout(req["root"])
+    path = layout.deploy_lock(req["lane"])
+    with _lane_mutex(layout, req["lane"]):
+        holder = _read_lock(path)
+        if holder and holder.get("token") == req["holder"].get("token"):
+            _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())))
+            return {"refreshed": True, "holder": None}
+    return {"refreshed": False, "holder": holder}
+
+
+@contextlib.contextmanager
+def _heartbeating(req: dict, every: float):
+    """Refresh the heartbeat from a daemon thread every `every` seconds while the
+    body runs: one install or download can outlast the stale-lock timeout."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            try:
+                _heartbeat(req)
+            except Exception as exc:  # a missed beat is retried; it must not break the action
+                print(f"heartbeat failed: {exc}", file=sys.stderr)
+
+    thread = threading.Thread(target=beat, name="deploy-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def main(argv: list[str]) -> int:
@@ -443,9 +559,15 @@ def main(argv: list[str]) -> int:
         return 2
     req = json.load(sys.stdin)
     try:
-        if argv[0] not in ("begin", "status", "unlock", "stop-serve"):
-            _heartbeat(req)
-        out = ACTIONS[argv[0]](req)
+        if argv[0] not in ("begin", "heartbeat", "status", "unlock", "stop-serve"):
+            try:
+                _heartbeat(req)
+            except OSError as exc:  # e.g. a full disk: the action itself says what is wrong
+                print(f"heartbeat failed: {exc}", file=sys.stderr)
+        beating = argv[0] in LONG_ACTIONS and "holder" in req
+        with _heartbeating(req, float(req.get("heartbeat_every", HEARTBEAT_EVERY))) if beating \
+                else contextlib.nullcontext():
+            out = ACTIONS[argv[0]](req)
         ok = True
     except DeployFailure as exc:
         out, ok = {"error": str(exc)}, False

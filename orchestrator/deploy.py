@@ -13,6 +13,9 @@ wheels and the bundle id. `execute` carries it out per worker, in parallel:
 4. activate: only then swap the lane's active pointer and record a receipt.
 
 A worker where any step fails keeps its previous bundle and releases its lock.
+While the deploy holds locks, a background thread refreshes their heartbeat
+(an SFTP upload runs no hostside code that could), and the workers refuse to
+install or activate for a deploy whose lock another one has since taken.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import secrets
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from hostside.deploy import describe_holder
 from orchestrator.bundle import CachedWheel
 from orchestrator.errors import BundleError
 from orchestrator.fleet import Fleet, WorkerRef
@@ -34,6 +40,8 @@ from orchestrator.remote import job_document, run_hostside
 from orchestrator.transport import Result, Transport
 
 STALE_AFTER = 300.0  # seconds without a heartbeat before a deploy lock counts as dead
+HEARTBEAT_EVERY = 60.0  # seconds between refreshes of our locks' heartbeat
+HEARTBEAT_TIMEOUT = 60.0  # a timed-out call drops the worker's connection (and any upload on it): be patient
 
 
 @dataclass(frozen=True)
@@ -159,12 +167,15 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
     if missing_local:
         raise BundleError(f"the controller's wheel cache lacks {', '.join(w.filename for w in missing_local)}",
                           hint=f"orch bundle fetch {plan.bundle} (or orch bundle lock {plan.bundle})")
-    holder = {"token": secrets.token_hex(8), "controller": socket.gethostname(), "pid": os.getpid(),
-              "user": getpass.getuser(), "bundle_id": plan.bundle_id, "started": time.time()}
+    token = secrets.token_hex(8)
+    holder = {"token": token, "controller": socket.gethostname(), "pid": os.getpid(),
+              "user": getpass.getuser(), "bundle_id": plan.bundle_id, "started": time.time(),
+              "liveness": str(_liveness_path(token))}
     job = _Deploy(plan, transport, holder, say)
-    with _liveness(holder["token"]):
+    with _liveness(token):
         try:
-            job.run()
+            with _Heartbeat(job.beat, HEARTBEAT_EVERY):
+                job.run()
         finally:
             job.release_all()
     report = DeployReport(plan=plan, outcomes=job.outcomes, seed=job.seed, relay_used=job.relay_used,
@@ -182,6 +193,8 @@ class _Deploy:
         self.relay_used = False
         self.all_wheels = {w.sha256: w for w in (*plan.wheels, plan.uv)}
         self.needs: dict[str, list[dict]] = {}
+        self.free: dict[str, int | None] = {}      # disk_free_bytes under the root, as begin saw it
+        self.lost: dict[str, dict | None] = {}     # worker -> who holds our lock now (from a heartbeat)
 
     # -- plumbing --------------------------------------------------------
 
@@ -258,17 +271,34 @@ class _Deploy:
         self.locked.add(w.name)
         o.previous = doc.get("active")
         self.needs[w.name] = doc["missing"]
+        self.free[w.name] = doc.get("disk_free_bytes")
+        nbytes = sum(x["size"] for x in doc["missing"])
+        if not self.fits(w.name, nbytes):
+            raise _Failed(self.no_space(w, nbytes))
         self.say(w.name, f"needs {len(doc['missing'])} wheel(s)" if doc["missing"] else "wheels present")
+
+    def fits(self, name: str, nbytes: int) -> bool:
+        """Whether `nbytes` more (plus headroom) fit under the worker's root."""
+        free = self.free.get(name)
+        return free is None or nbytes == 0 or nbytes + disk_headroom(nbytes) <= free
+
+    def no_space(self, w: WorkerRef, nbytes: int) -> str:
+        need, headroom = _mib(nbytes + disk_headroom(nbytes)), _mib(disk_headroom(nbytes))
+        return (f"not enough disk space: needs {need} MiB ({_mib(nbytes)} MiB of wheels + {headroom} MiB "
+                f"headroom), {self.free[w.name] // 2**20} MiB free under {w.root}")
 
     def transfer(self, need: dict[str, list[dict]]) -> None:
         candidates = sorted(need, key=lambda n: (-len(need[n]), self.workers[n].index))
         union = {w["sha256"] for m in need.values() for w in m}
         others = [n for n in need if need[n]]
-        seed = candidates[0]
-        # The seed gets everything anyone lacks, straight from the controller.
+        # The seed gets everything anyone lacks, straight from the controller,
+        # so it must have room for all of it.
         seed_missing = [self.all_wheels[s] for s in sorted(union)]
-        self.each("push", lambda w: self.push(w, seed_missing), [self.workers[seed]])
-        if self.outcomes[seed].status != "pending":
+        seeds = [n for n in candidates if self.fits(n, sum(x.size for x in seed_missing))]
+        seed = seeds[0] if seeds else None
+        if seed is not None:
+            self.each("push", lambda w: self.push(w, seed_missing), [self.workers[seed]])
+        if seed is None or self.outcomes[seed].status != "pending":
             others = [n for n in others if n != seed]
             self.each("push", lambda w: self.push(w, [self.all_wheels[x["sha256"]] for x in need[w.name]]),
                       [self.workers[n] for n in others])
@@ -318,6 +348,7 @@ class _Deploy:
             raise _Failed(f"cannot create {incoming}: {mk.describe()}")
         files = []
         for i, wheel in enumerate(wheels, 1):
+            self.check_lock(w)
             self.say(w.name, f"pushing {i}/{len(wheels)} {wheel.filename}")
             remote = f"{incoming}/{wheel.sha256[:16]}.{self.holder['token']}.part"
             res = self.t.put_one(w.name, wheel.path, remote)
@@ -331,6 +362,7 @@ class _Deploy:
             raise _Failed("; ".join(f"{b['filename']}: {b['reason']}" for b in doc["bad"]))
 
     def install_and_activate(self, w: WorkerRef) -> None:
+        self.check_lock(w)
         self.say(w.name, "installing")
         doc = self.call(w, "install", {"wheels": [x.request() for x in self.plan.wheels],
                                        "uv": self.plan.uv.request(), "python": self.plan.python,
@@ -342,6 +374,40 @@ class _Deploy:
         o = self.outcomes[w.name]
         o.status, o.previous = "installed", doc.get("previous")
         self.say(w.name, "installed")
+
+    def check_lock(self, w: WorkerRef) -> None:
+        """Stop early on a worker whose lock a heartbeat found taken (the worker
+        itself refuses to install or activate for us then)."""
+        if w.name in self.lost:
+            raise _Failed(f"this deploy no longer holds lane {self.plan.lane}'s deploy lock "
+                          f"({describe_holder(self.lost[w.name])}); the previous bundle stays active")
+
+    def beat(self) -> None:
+        """Refresh the heartbeat of our lock on every worker still in progress.
+
+        Runs beside the steps on the same connections: each call is its own SSH
+        channel, and it never uses the transport's worker pool, which long
+        uploads and installs may fill. Daemon threads, so a beat stuck on a
+        hung worker never holds up the controller's exit."""
+        names = [n for n in sorted(self.locked.copy()) if self.outcomes[n].status == "pending"]
+        gate = threading.BoundedSemaphore(8)
+
+        def one(name: str) -> None:
+            with gate:
+                self.beat_one(name)
+        threads = [threading.Thread(target=one, args=(n,), name=f"orch-heartbeat-{n}", daemon=True) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def beat_one(self, name: str) -> None:
+        try:
+            doc = self.call(self.workers[name], "heartbeat", timeout=HEARTBEAT_TIMEOUT)
+        except Exception:
+            return  # unreachable now: the step in flight there reports why
+        if not doc.get("refreshed") and name in self.locked:
+            self.lost[name] = doc.get("holder")
 
     def release_all(self) -> None:
         """Release our lock on every worker that still holds it (failures included)."""
@@ -358,6 +424,43 @@ class _Deploy:
 
 class _Failed(Exception):
     pass
+
+
+def disk_headroom(nbytes: int) -> int:
+    """Bytes a worker must have free beyond the `nbytes` of wheels it receives
+    (the environment needs room too; running out there is caught as well)."""
+    return 16 * 2**20 + nbytes // 10
+
+
+def _mib(nbytes: int) -> int:
+    return -(-nbytes // 2**20)  # rounded up
+
+
+class _Heartbeat:
+    """Calls `beat` every `every` seconds from a daemon thread while the `with`
+    block runs, and stops when it ends (on failure and Ctrl-C too)."""
+
+    def __init__(self, beat: Callable[[], None], every: float):
+        self.beat, self.every = beat, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="orch-deploy-heartbeat", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.beat()
+            except Exception:  # a missed beat is retried on the next one
+                pass
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        # A beat in flight is harmless after this: the worker refreshes only a
+        # lock that still carries our token, under the lane's mutex.
+        self._thread.join(timeout=5)
 
 
 def _liveness_path(token: str) -> Path:
@@ -387,23 +490,65 @@ class _liveness:
 
 
 def _holder_is_dead(holder: dict | None) -> bool:
-    """A lock taken from this controller host by a deploy that is no longer running."""
+    """A lock taken from this controller host by a deploy that is no longer running.
+
+    The holder's liveness file is exact proof: flock'd while it runs, removed
+    when it ends. The lock names that file (it may live under another user's
+    home or XDG_STATE_HOME); a lock from an older controller does not, so ours
+    stands in for it. When the file cannot be seen (not there for a lock that
+    does not name it, or unreadable), only a vanished pid proves the holder
+    dead; a live pid leaves it to the heartbeat."""
     import fcntl
 
-    if not holder or holder.get("controller") != socket.gethostname() or not holder.get("token"):
+    token = str(holder.get("token") or "") if holder else ""
+    if not holder or holder.get("controller") != socket.gethostname() or not re.fullmatch(r"[0-9a-f]+", token):
         return False
-    path = _liveness_path(str(holder["token"]))
+    named = _named_liveness(holder, token)
+    path = named or _liveness_path(token)
     try:
         fh = open(path)
     except FileNotFoundError:
-        return True
+        return True if named else _pid_is_gone(holder.get("pid"))
+    except OSError:
+        return _pid_is_gone(holder.get("pid"))
     with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-    path.unlink(missing_ok=True)
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
     return True
+
+
+def _named_liveness(holder: dict, token: str) -> Path | None:
+    """The liveness file a lock names, if it has the shape `_liveness_path` gives
+    (a lock file is worker data: never let it point us at another file)."""
+    named = holder.get("liveness")
+    if not isinstance(named, str):
+        return None
+    path = Path(named)
+    if path.is_absolute() and ".." not in path.parts and path.name == f"{token}.lock" \
+            and path.parent.parts[-2:] == ("orch", "deploys"):
+        return path
+    return None
+
+
+def _pid_is_gone(pid) -> bool:
+    """Whether no process with this pid exists on this host."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another user's process
+    except OverflowError:
+        return False  # not a pid; the heartbeat decides
+    return False
 
 
 # ---------------------------------------------------------------------------

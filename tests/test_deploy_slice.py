@@ -8,8 +8,11 @@ else's.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import re
+import socket
 import subprocess
 import threading
 import time
@@ -226,22 +229,47 @@ def test_a_wheel_corrupted_in_the_store_is_detected_removed_and_repaired_by_a_re
 
 def test_a_full_disk_fails_clearly_and_the_old_bundle_stays_active(small):
     pid = small.h.state.worker(2).pid
-    # a tiny filesystem as worker 2's root, inside its own mount namespace
-    subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs",
+    # a small filesystem as worker 2's root, inside its own mount namespace
+    subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "-t", "tmpfs", "-o", "size=120m", "tmpfs",
                     "/var/lib/orch"], check=True)
-    try:
-        a = small.lock("small-a")
-        small.deploy("small-a")
-        small.lock("small-b")
+
+    def leave_free(nbytes: int) -> None:
+        """Fill worker 2's root so that `nbytes` stay free."""
+        free = int(small.h.ssh(2, "python3", "-c", "import os, shutil; os.path.exists('/var/lib/orch/filler') and "
+                               "os.unlink('/var/lib/orch/filler'); print(shutil.disk_usage('/var/lib/orch').free)",
+                               check=True).stdout)
+        small.h.ssh(2, "fallocate", "-l", str(free - nbytes), "/var/lib/orch/filler", check=True)
+
+    def failure_on_w2() -> dict:
         doc = small.deploy("small-b", check=False)
         w2 = doc["workers"]["slice-w2"]
-        assert w2["status"] == "failed" and "no space left on device" in w2["reason"], w2
+        assert w2["status"] == "failed", w2
         assert doc["workers"]["slice-w0"]["status"] in ("installed", "unchanged")
         assert small.active()["slice-w2"] == a
         out = small.h.ssh(2, "/var/lib/orch/lanes/cpu/active/bin/python", "-c", "import opt_einsum; print('ok')")
         assert out.stdout.strip() == "ok"
         left = small.h.ssh(2, "sh", "-c", "ls /var/lib/orch/envs; ls /var/lib/orch/lanes/cpu").stdout
         assert "deploy.lock" not in left
+        return w2
+
+    try:
+        a = small.lock("small-a")
+        small.deploy("small-a")
+        small.lock("small-b")
+        wheels = read_lock(small.h.dir / "locks" / "small-b.lock.json").wheels
+        nbytes = sum(w.size for w in wheels)  # none of them is on worker 2 yet
+        need, mib = nbytes + core.disk_headroom(nbytes), 2**20
+        # no room for the wheels: refused before anything is sent
+        leave_free(need - 2 * mib)
+        w2 = failure_on_w2()
+        assert w2["bytes_from_controller"] == 0
+        assert w2["reason"].startswith(f"not enough disk space: needs {-(-need // mib)} MiB ("), w2
+        free = int(re.search(r"headroom\), (\d+) MiB free under /var/lib/orch$", w2["reason"]).group(1))
+        assert abs(free - (need - 2 * mib) // mib) <= 1, w2
+        # room for the wheels but not for the environment: the install runs out
+        leave_free(need + 2 * mib)
+        reason = failure_on_w2()["reason"]
+        assert "no space left on device" in reason, reason
     finally:
         subprocess.run(["nsenter", "-t", str(pid), "-m", "umount", "-l", "/var/lib/orch"], check=False)
 
@@ -279,3 +307,66 @@ def test_bundle_status_flags_a_lane_whose_workers_disagree(small):
     assert proc.returncode == 1
     assert f"lane cpu is mixed: {b}: slice-w0, slice-w2; {a}: slice-w1" in proc.stderr
     small.deploy("small-b")
+
+
+def test_a_second_deploy_while_one_runs_is_refused_naming_the_holder_whose_heartbeat_stays_fresh(small, monkeypatch):
+    small.lock("small-a")
+    small.deploy("small-a")
+    b = small.lock("small-b")
+    monkeypatch.setattr(core, "HEARTBEAT_EVERY", 0.5)
+    fleet = load_fleet(small.fleet_path("small-b"))
+    plan = core.plan_deploy(fleet, "cpu")
+    first, gate, seen = threading.Lock(), threading.Event(), {}
+
+    def lock_on_w0() -> dict:
+        return json.loads(small.h.ssh(0, "cat", "/var/lib/orch/lanes/cpu/deploy.lock", check=True).stdout)
+
+    def on_progress(worker: str, phase: str) -> None:
+        if phase != "installing":
+            return
+        if first.acquire(blocking=False):  # every worker holds its lock now; none installs until this is done
+            try:
+                before = lock_on_w0()["heartbeat"]
+                seen["second"] = small.deploy("small-b", check=False)
+                seen["heartbeats"] = (before, lock_on_w0()["heartbeat"])
+            finally:
+                gate.set()
+        gate.wait(600)
+
+    with for_fleet(fleet, plan.workers) as t:
+        report = core.execute(plan, t, progress=on_progress)
+    assert report.ok, {n: o.reason for n, o in report.outcomes.items()}
+    me = f"another deploy holds lane cpu: {getpass.getuser()}@{socket.gethostname()} pid {os.getpid()} (bundle {b}"
+    for o in seen["second"]["workers"].values():
+        assert o["status"] == "failed" and o["reason"].startswith(me), o
+    before, after = seen["heartbeats"]
+    assert after > before  # refreshed by the first deploy's heartbeat thread while it waited
+    assert small.active() == {w: b for w in small.h.workers}
+
+
+def test_a_deploy_whose_lock_was_taken_over_does_not_activate_there(small):
+    a = small.lock("small-a")
+    small.deploy("small-a")
+    b = small.lock("small-b")
+    fleet = load_fleet(small.fleet_path("small-b"))
+    plan = core.plan_deploy(fleet, "cpu")
+    lock = {"token": "t1", "controller": "ops-laptop", "pid": 4242, "user": "alice", "bundle_id": "feedface"}
+
+    def on_progress(worker: str, phase: str) -> None:
+        if worker == "slice-w1" and phase == "activating":  # as a deploy that took ours for dead would
+            small.h.ssh(1, "sh", "-c", 'printf %s "$1" > /var/lib/orch/lanes/cpu/deploy.lock', "sh",
+                        json.dumps(dict(lock, heartbeat=time.time())), check=True)
+
+    with for_fleet(fleet, plan.workers) as t:
+        report = core.execute(plan, t, progress=on_progress)
+    assert {n: o.status for n, o in report.outcomes.items()} == {
+        "slice-w0": "installed", "slice-w1": "failed", "slice-w2": "installed"}
+    assert report.outcomes["slice-w1"].reason == (
+        "this deploy no longer holds lane cpu's deploy lock (held by alice@ops-laptop pid 4242 (bundle feedface)); "
+        "not activating, the previous bundle stays active")
+    assert small.active() == {"slice-w0": b, "slice-w1": a, "slice-w2": b}
+    held = small.h.ssh(1, "cat", "/var/lib/orch/lanes/cpu/deploy.lock", check=True).stdout
+    assert json.loads(held)["token"] == "t1"  # the other deploy's lock is left alone
+    small.h.ssh(1, "rm", "/var/lib/orch/lanes/cpu/deploy.lock", check=True)
+    doc = small.deploy("small-b")
+    assert doc["workers"]["slice-w1"]["status"] == "installed"

@@ -1,0 +1,328 @@
+"""The lane deploy lock: taking it, keeping it fresh, losing it, and telling a
+dead holder from a live one. Hostside actions run in-process on a temp root;
+controller logic runs against a fake transport."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hostside import deploy as hd
+from hostside.layout import Layout
+from orchestrator import deploy as core
+from orchestrator.bundle import CachedWheel
+from orchestrator.fleet import WorkerRef
+
+OURS = {"token": "0a0a", "user": "me", "controller": "here", "pid": 1, "bundle_id": "new"}
+THEIRS = {"token": "beef", "user": "alice", "controller": "ops-laptop", "pid": 4242, "bundle_id": "feedface"}
+
+
+def request(root: Path, **extra) -> dict:
+    return {"root": str(root), "lane": "cpu", "bundle_id": "new", "bundle": "b", "holder": OURS, "wheels": [],
+            "stale_after": 300, **extra}
+
+
+def lock_path(root: Path) -> Path:
+    return Path(Layout(str(root)).deploy_lock("cpu"))
+
+
+def hold(root: Path, holder: dict, heartbeat: float) -> None:
+    path = lock_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(holder, heartbeat=heartbeat)))
+
+
+def read(root: Path) -> dict:
+    return json.loads(lock_path(root).read_text())
+
+
+def make_env(root: Path, bundle_id: str) -> None:
+    env = root / "envs" / bundle_id
+    env.mkdir(parents=True, exist_ok=True)
+    (env / hd.COMPLETE).write_text("")
+
+
+def active(root: Path) -> str:
+    return os.path.basename(os.readlink(root / "lanes" / "cpu" / "active"))
+
+
+# -- taking the lock ----------------------------------------------------------
+
+
+def test_begin_takes_a_free_lane_with_the_whole_lock_written_at_once(tmp_path):
+    doc = hd.begin(request(tmp_path))
+    assert doc["state"] == "locked-by-us"
+    assert read(tmp_path)["token"] == OURS["token"]
+    assert oct(lock_path(tmp_path).stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in lock_path(tmp_path).parent.iterdir()) == [".deploy-mutex", "deploy.lock"]
+
+
+def test_begin_refuses_a_fresh_lock_and_names_its_holder(tmp_path):
+    hold(tmp_path, THEIRS, time.time() - 10)
+    doc = hd.begin(request(tmp_path))
+    assert doc["state"] == "locked" and doc["holder"]["user"] == "alice" and 9 < doc["heartbeat_age"] < 60
+    assert read(tmp_path)["token"] == THEIRS["token"]
+
+
+def test_begin_recovers_a_lock_whose_heartbeat_is_older_than_stale_after(tmp_path):
+    hold(tmp_path, THEIRS, time.time() - 301)
+    doc = hd.begin(request(tmp_path))
+    assert doc["state"] == "locked-by-us" and doc["recovered_lock"]["user"] == "alice"
+    assert read(tmp_path)["token"] == OURS["token"]
+
+
+def test_an_empty_lock_file_with_a_fresh_mtime_is_not_taken(tmp_path):
+    lock_path(tmp_path).parent.mkdir(parents=True)
+    lock_path(tmp_path).write_text("")  # what a concurrent begin used to see between create and write
+    doc = hd.begin(request(tmp_path))
+    assert doc["state"] == "locked" and doc["heartbeat_age"] < 60
+    assert lock_path(tmp_path).read_text() == ""
+
+
+def test_an_unreadable_lock_file_older_than_stale_after_is_recovered(tmp_path):
+    lock_path(tmp_path).parent.mkdir(parents=True)
+    lock_path(tmp_path).write_text("{torn")
+    old = time.time() - 400
+    os.utime(lock_path(tmp_path), (old, old))
+    doc = hd.begin(request(tmp_path))
+    assert doc["state"] == "locked-by-us" and doc["recovered_lock"]["holder"] == "unreadable lock file"
+
+
+def test_concurrent_begins_let_exactly_one_deploy_take_the_lane(tmp_path):
+    script = ("import json, sys; from hostside import deploy as hd; "
+              "print(hd.begin(json.loads(sys.argv[1]))['state'])")
+    reqs = [request(tmp_path, holder=dict(OURS, token=f"{i:04x}")) for i in range(6)]
+    procs = [subprocess.Popen([sys.executable, "-c", script, json.dumps(r)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(hd.__file__).parent.parent) for r in reqs]
+    states = sorted(p.communicate()[0].strip() for p in procs)
+    assert states == ["locked"] * 5 + ["locked-by-us"]
+
+
+# -- losing it ----------------------------------------------------------------
+
+
+def test_activate_refuses_when_the_lock_is_not_ours_and_the_old_bundle_stays_active(tmp_path):
+    make_env(tmp_path, "old")
+    make_env(tmp_path, "new")
+    (tmp_path / "lanes" / "cpu").mkdir(parents=True)
+    os.symlink("../../envs/old", tmp_path / "lanes" / "cpu" / "active")
+    hold(tmp_path, THEIRS, time.time())
+    with pytest.raises(hd.DeployFailure) as exc:
+        hd.activate(request(tmp_path))
+    assert str(exc.value) == ("this deploy no longer holds lane cpu's deploy lock (held by alice@ops-laptop pid 4242 "
+                              "(bundle feedface)); not activating, the previous bundle stays active")
+    assert active(tmp_path) == "old" and read(tmp_path)["token"] == THEIRS["token"]
+
+
+def test_activate_with_our_lock_switches_the_lane_and_releases_the_lock(tmp_path):
+    make_env(tmp_path, "new")
+    hold(tmp_path, OURS, time.time())
+    assert hd.activate(request(tmp_path))["active"] == "new"
+    assert active(tmp_path) == "new" and not lock_path(tmp_path).exists()
+
+
+def test_install_refuses_without_our_lock_and_leaves_a_half_built_env_alone(tmp_path):
+    half = tmp_path / "envs" / "new" / "bin"
+    half.mkdir(parents=True)  # perhaps the deploy that took the lock is building it
+    hold(tmp_path, THEIRS, time.time())
+    with pytest.raises(hd.DeployFailure, match=r"no longer holds lane cpu's deploy lock \(held by alice@ops-laptop"):
+        hd.install(request(tmp_path, uv={}, python="3.11"))
+    assert half.is_dir()
+
+
+def test_install_refuses_when_the_lock_was_released(tmp_path):
+    with pytest.raises(hd.DeployFailure, match=r"\(no deploy holds it now\); not installing"):
+        hd.install(request(tmp_path, uv={}, python="3.11"))
+
+
+def test_unlock_and_heartbeat_leave_another_deploys_lock_alone(tmp_path):
+    hold(tmp_path, THEIRS, 1000.0)
+    assert hd.unlock(request(tmp_path)) == {"released": False}
+    assert hd.heartbeat(request(tmp_path))["holder"]["token"] == THEIRS["token"]
+    assert read(tmp_path) == dict(THEIRS, heartbeat=1000.0)
+
+
+def test_heartbeat_after_unlock_does_not_bring_the_lock_back(tmp_path):
+    hd.begin(request(tmp_path))
+    hd.unlock(request(tmp_path))
+    assert hd.heartbeat(request(tmp_path)) == {"refreshed": False, "holder": None}
+    assert not lock_path(tmp_path).exists()
+
+
+# -- keeping it fresh ---------------------------------------------------------
+
+
+def test_the_heartbeat_thread_keeps_the_lock_fresh_while_an_action_runs(tmp_path):
+    hold(tmp_path, OURS, 1000.0)
+    beats = []
+    with hd._heartbeating(request(tmp_path), every=0.02):
+        deadline = time.monotonic() + 5
+        while len(set(beats)) < 3 and time.monotonic() < deadline:
+            beats.append(read(tmp_path)["heartbeat"])
+            time.sleep(0.01)
+    assert len({b for b in beats if b > 1000.0}) >= 2
+
+
+@pytest.mark.parametrize("action", hd.LONG_ACTIONS)
+def test_long_actions_run_with_the_heartbeat_thread(tmp_path, monkeypatch, capsys, action):
+    hold(tmp_path, OURS, 1000.0)
+    seen = []
+
+    def slow(req):
+        first = read(tmp_path)["heartbeat"]  # main() refreshed it once before starting
+        time.sleep(0.3)
+        seen.append(read(tmp_path)["heartbeat"] > first)
+        return {}
+
+    monkeypatch.setitem(hd.ACTIONS, action, slow)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(request(tmp_path, heartbeat_every=0.05))))
+    assert hd.main([action]) == 0
+    assert seen == [True] and json.loads(capsys.readouterr().out)["ok"]
+
+
+def test_the_controller_heartbeat_beats_until_the_block_ends_even_on_failure():
+    beats = []
+    with pytest.raises(KeyboardInterrupt):
+        with core._Heartbeat(lambda: beats.append(time.monotonic()), every=0.02) as hb:
+            while len(beats) < 3:
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+    assert not hb._thread.is_alive()
+    n = len(beats)
+    time.sleep(0.1)
+    assert len(beats) == n
+
+
+# -- is the holder dead? --------------------------------------------------------
+
+
+@pytest.fixture
+def state_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def holder_here(token: str, **extra) -> dict:
+    return {"token": token, "controller": core.socket.gethostname(), "pid": os.getpid(), **extra}
+
+
+def test_a_running_deploy_on_this_host_is_alive_and_is_dead_once_it_ends(state_home):
+    h = holder_here("ab12", liveness=str(core._liveness_path("ab12")))
+    with core._liveness("ab12"):
+        assert core._holder_is_dead(h) is False
+    assert core._holder_is_dead(h) is True  # our own pid lives on, but that deploy is over
+
+
+def test_a_deploy_under_another_state_dir_is_found_through_the_path_its_lock_names(state_home, monkeypatch):
+    h = holder_here("cd34", liveness=str(core._liveness_path("cd34")))
+    with core._liveness("cd34"):
+        monkeypatch.setenv("XDG_STATE_HOME", str(state_home.parent / "elsewhere"))  # another user, or sudo
+        assert core._holder_is_dead(h) is False
+
+
+def test_a_crashed_deploy_is_dead_even_though_its_liveness_file_is_left(state_home):
+    h = holder_here("ef56", liveness=str(core._liveness_path("ef56")))
+    core._liveness_path("ef56").parent.mkdir(parents=True)
+    core._liveness_path("ef56").write_text("")  # the kernel dropped the flock with the process
+    assert core._holder_is_dead(h) is True and not core._liveness_path("ef56").exists()
+
+
+@pytest.fixture
+def gone_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_lock_from_an_older_controller_without_its_file_here_is_dead_only_if_its_pid_is_gone(state_home, gone_pid):
+    assert core._holder_is_dead(holder_here("aa11")) is False  # our pid runs: the heartbeat decides
+    assert core._holder_is_dead(holder_here("aa11", pid=gone_pid)) is True
+
+
+def test_a_liveness_file_this_user_cannot_read_leaves_it_to_the_pid(state_home, gone_pid, monkeypatch):
+    named = state_home.parent / "home-of-alice" / "orch" / "deploys" / "bb22.lock"
+
+    def refuse(path, *args, **kw):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(core, "open", refuse, raising=False)  # as a 0700 home of another user does
+    assert core._holder_is_dead(holder_here("bb22", liveness=str(named))) is False
+    assert core._holder_is_dead(holder_here("bb22", liveness=str(named), pid=gone_pid)) is True
+
+
+def test_a_lock_naming_some_other_file_is_not_trusted_and_that_file_is_never_removed(state_home, tmp_path):
+    victim = tmp_path / "precious"
+    victim.write_text("keep me")
+    assert core._holder_is_dead(holder_here("cc33", liveness=str(victim))) is False  # falls back to our live pid
+    assert victim.read_text() == "keep me"
+
+
+def test_a_holder_on_another_host_is_never_judged_here(state_home):
+    assert core._holder_is_dead({"token": "dd44", "controller": "elsewhere", "pid": 999999999}) is False
+
+
+# -- disk space -----------------------------------------------------------------
+
+
+class FakeTransport:
+    def __init__(self, workers):
+        self.workers = {w.name: w for w in workers}
+
+    def map(self, fn, names):
+        return {n: fn(self.workers[n]) for n in names}
+
+
+def worker(i: int) -> WorkerRef:
+    return WorkerRef(name=f"w{i}", slice="s", index=i, host="h", port=None, user=None, identity_file=None,
+                     internal_address=f"10.0.0.{i}", root="/var/lib/orch", shared_dir=None, python="python3",
+                     lane="cpu")
+
+
+def wheel(name: str, size: int) -> CachedWheel:
+    return CachedWheel(name=name, version="1", filename=f"{name}-1-py3-none-any.whl", sha256=name * 8, size=size,
+                       path=Path("/nonexistent"))
+
+
+def job_with(free: dict[str, int], missing: list[CachedWheel]) -> core._Deploy:
+    workers = [worker(i) for i in range(len(free))]
+    plan = core.DeployPlan(lane="cpu", bundle="b", bundle_id="new", lock_digest="d", python="3.11",
+                           workers=tuple(workers), wheels=tuple(missing), uv=wheel("uv", 1))
+    job = core._Deploy(plan, FakeTransport(workers), dict(OURS), lambda w, p: None)
+
+    def call(w, action, extra=None, timeout=600):
+        assert action == "begin"
+        return {"ok": True, "state": "locked-by-us", "active": "old", "missing": [x.request() for x in missing],
+                "disk_free_bytes": free[w.name]}
+    job.call = call
+    return job
+
+
+def test_a_worker_without_room_for_the_wheels_fails_before_anything_is_sent():
+    mib = 2**20
+    job = job_with({"w0": 1000 * mib, "w1": 100 * mib}, [wheel("torch", 80 * mib)])
+    job.each("begin", job.begin, job.alive())
+    assert job.outcomes["w0"].status == "pending"
+    assert job.outcomes["w1"].status == "failed"
+    assert job.outcomes["w1"].reason == ("not enough disk space: needs 104 MiB (80 MiB of wheels + 24 MiB headroom), "
+                                         "100 MiB free under /var/lib/orch")
+    assert job.locked == {"w0", "w1"}  # so release_all unlocks w1 too
+
+
+def test_the_seed_is_a_worker_with_room_for_every_wheel_anyone_lacks():
+    mib = 2**20
+    a, b, c = wheel("a", 20 * mib), wheel("b", 20 * mib), wheel("c", 40 * mib)
+    job = job_with({"w0": 100 * mib, "w1": 1000 * mib}, [a, b, c])
+    job.free = {"w0": 100 * mib, "w1": 1000 * mib}  # w0 has room for its own 40 MiB, not for all 80
+    pushed = {}
+    job.push = lambda w, wheels: pushed.setdefault(w.name, [x.name for x in wheels])
+    job.serve = lambda w: None  # no relay: peers get theirs pushed
+    job.transfer({"w0": [a.request(), b.request()], "w1": [c.request()]})
+    assert job.seed == "w1" and pushed == {"w1": ["a", "b", "c"], "w0": ["a", "b"]}
