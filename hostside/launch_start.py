@@ -1,4 +1,4 @@
-"""Start one worker's part of a run: `python3 -m hostside.launch_start UPLOADED_LAUNCH_FILE`.
+"""Start one worker's part of a run: `python3 -m hostside.launch_start < LAUNCH_DOCUMENT`.
 
 Moves the uploaded launch file atomically into the run directory (named by
 the file itself), then starts the
@@ -22,20 +22,22 @@ from hostside import launch_proc as lp
 START_WAIT = 15.0
 
 
-def start(uploaded: str) -> dict:
-    doc = lp.read_json(uploaded)
-    if doc is None:
-        return {"ok": False, "error": f"cannot read the uploaded launch file {uploaded}"}
+def start(doc: dict) -> dict:
+    """Write the run's launch file (owner-only: it holds the run's environment, credentials included)
+    and start the supervisor; refuses a run directory that already holds a run, or a stopped run."""
     run_dir = doc["run_dir"]
     if os.path.exists(os.path.join(run_dir, lp.PID_FILE)):
         return {"ok": False, "error": f"run directory {run_dir} already holds a started run"}
     stopped = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
     if stopped:
-        os.unlink(uploaded)
         return {"ok": False, "error": f"the run was stopped before it started here ({stopped.get('reason', 'stop')})"}
     os.makedirs(run_dir, exist_ok=True)
-    os.chmod(uploaded, 0o600)  # it carries the run's environment, credentials included
-    os.replace(uploaded, os.path.join(run_dir, lp.LAUNCH_FILE))
+    try:
+        fd = os.open(os.path.join(run_dir, lp.LAUNCH_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return {"ok": False, "error": f"run directory {run_dir} already holds a launch file"}
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=1)
     hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
     env["PYTHONPATH"] = hostside_root
@@ -67,7 +69,13 @@ def start(uploaded: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    result = start(argv[0])
+    try:
+        doc = json.load(sys.stdin)
+    except ValueError as exc:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "launch_start", "ok": False,
+                          "error": f"cannot read the launch document on stdin: {exc}"}))
+        return 1
+    result = start(doc)
     print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "launch_start", **result}))
     return 0 if result.get("ok") else 1
 

@@ -688,14 +688,11 @@ def _owner_hint(holder: dict) -> str:
 
 
 def start_workers(plan: LaunchPlan, transport: Transport, *, grace: float, ready_timeout: float) -> dict[str, Result]:
-    """Upload each worker's launch file (SFTP, never a command line) and start its supervisor."""
+    """Send each worker its launch document (on stdin, never a command line; the worker writes it
+    owner-only, since it holds the run's environment) and start its supervisor."""
     def one(worker) -> Result:
         doc = plan.launch_doc(plan.process(worker.name), grace=grace, ready_timeout=ready_timeout)
-        uploaded = f"{worker.root}/runs/.{plan.run_id}.{worker.name}.launch.json"
-        put = transport.put_one(worker.name, io.BytesIO(json.dumps(doc, indent=1).encode()), uploaded)
-        if not put.ok:
-            return put
-        return run_hostside(transport, worker, "launch_start", [uploaded], timeout=60)
+        return run_hostside(transport, worker, "launch_start", stdin=json.dumps(doc), timeout=60)
 
     return transport.map(one, plan.workers)
 
@@ -732,34 +729,61 @@ def stop_workers(plan: LaunchPlan, transport: Transport, *, reason: str, grace: 
     return {"reason": reason, "workers": out, "started_at": t0, "done_at": done, "elapsed": round(done - t0, 3)}
 
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+class _Shield:
+    """How many shielded sections (teardowns) are under way in the main thread."""
+
+    depth = 0
+
+
+def _interrupt(signum, _frame) -> None:
+    """SIGINT, SIGTERM and SIGHUP as a KeyboardInterrupt naming the signal; dropped while a teardown is
+    under way (the teardown is what the interrupt asks for, and must not be abandoned half-way)."""
+    if _Shield.depth:
+        return
+    raise KeyboardInterrupt("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
 
 
 def _shielded(fn):
-    """Run `fn` with interrupts ignored (a second Ctrl-C must not abandon a teardown half-way)."""
+    """Run `fn` with interrupts dropped. A counter, not a swap of handlers: a signal that lands
+    while handlers were being swapped could otherwise leave one ignored for good."""
     if threading.current_thread() is not threading.main_thread():
         return fn()
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in INTERRUPTS}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
+    _Shield.depth += 1
     try:
         return fn()
     finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+        _Shield.depth -= 1
 
 
 def _interruption(exc: KeyboardInterrupt) -> str:
-    """'Ctrl-C', or the name of the signal that interrupt_on_termination turned into an interrupt."""
+    """'Ctrl-C', or the name of the signal that interrupted the controller."""
     return str(exc.args[0]) if exc.args and str(exc.args[0]).startswith("SIG") else "Ctrl-C"
 
 
 def interrupt_on_termination() -> None:
     """Make SIGTERM and SIGHUP (a `kill` of the controller, a closed terminal) end a watched run
     the way Ctrl-C does: the gang is torn down, never left running unwatched."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
     for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, handler)
+        signal.signal(s, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
+
+
+def _never_raising(fn):
+    """A caller's output callback that cannot break a teardown: after SIGHUP the terminal is gone and
+    every write fails (EIO), yet the gang must still be stopped and the outcome recorded."""
+    if fn is None:
+        return None
+
+    def call(*args):
+        try:
+            fn(*args)
+        except Exception:
+            pass
+
+    return call
 
 
 def collect_records(plan: LaunchPlan, transport: Transport) -> dict[str, dict]:
@@ -798,8 +822,8 @@ class _Gang:
                  until: str, from_end: bool, release_needed: bool, release_margin: float):
         self.plan = plan
         self.transport = transport
-        self.on_output = on_output
-        self.report = report
+        self.on_output = _never_raising(on_output)
+        self.report = _never_raising(report)
         self.grace = grace
         self.failure_grace = failure_grace
         self.start_timeout = start_timeout
@@ -909,8 +933,10 @@ class _Gang:
                 self.report(f"every process of the run ended on {len(names)} workers "
                             f"({out.teardown['elapsed']:.2f}s)")
 
-        while not done():
+        while True:
             try:
+                if done():
+                    break
                 try:
                     name, ev = self.events.get(timeout=0.1)
                 except queue.Empty:

@@ -341,12 +341,10 @@ def test_a_stop_that_arrives_before_the_start_makes_the_late_start_and_the_relea
     run = tmp_path / "run"
     report = launch_ctl.stop(str(run), grace=1.0, reason="Ctrl-C on the controller")
     assert report["ok"] and "a later start of it will refuse" in report["note"]
-    uploaded = tmp_path / "launch.upload.json"
-    uploaded.write_text(json.dumps({"run_dir": str(run)}))
-    started = launch_start.start(str(uploaded))
+    started = launch_start.start({"run_dir": str(run)})
     assert started == {"ok": False,
                        "error": "the run was stopped before it started here (Ctrl-C on the controller)"}
-    assert not (run / launch_proc.PID_FILE).exists() and not uploaded.exists()
+    assert not (run / launch_proc.PID_FILE).exists() and not (run / launch_proc.LAUNCH_FILE).exists()
 
     rec = hostside_launcher.Record(str(run / launch_proc.RECORD_FILE), {
         "run_id": "r", "lane": "cpu", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1, "target": {}})
@@ -384,3 +382,37 @@ def test_a_torch_xla_lane_gets_its_policy_before_import_and_use_spmd_before_user
     assert "EVENTS [('import', 'TPU', '1'), ('use_spmd',), ('user-code',)]" in proc.stdout
     steps = [s["name"] for s in json.loads((run / "record.json").read_text())["steps"]]
     assert steps == ["policy", "import torch_xla", "cache-init", "wait-release", "spmd-init", "user-code"]
+
+
+def test_interrupts_are_dropped_during_a_teardown_and_work_again_after_it():
+    from orchestrator import launch
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        launch.interrupt_on_termination()
+
+        def teardown():
+            os.kill(os.getpid(), signal.SIGINT)     # a second Ctrl-C while the gang is being stopped
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            return "stopped"
+
+        assert launch._shielded(teardown) == "stopped"
+        for sig, name in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM"), (signal.SIGHUP, "SIGHUP")):
+            with pytest.raises(KeyboardInterrupt) as info:
+                os.kill(os.getpid(), sig)
+                time.sleep(0.05)
+            assert launch._interruption(info.value) == name
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def test_a_closed_terminal_cannot_break_the_gangs_reporting():
+    from orchestrator import launch
+
+    def closed(*_):
+        raise OSError(5, "Input/output error")
+
+    launch._never_raising(closed)("slice-w0", "line")        # no exception: the teardown goes on
+    assert launch._never_raising(None) is None
