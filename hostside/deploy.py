@@ -94,7 +94,8 @@ def _lane_mutex(layout: Layout, lane: str):
     check, release) across processes, so a heartbeat cannot resurrect a lock
     that was just released or overwrite one another deploy just took."""
     os.makedirs(layout.lane_dir(lane), exist_ok=True)
-    fd = os.open(os.path.join(layout.lane_dir(lane), ".deploy-mutex"), os.O_RDWR | os.O_CREAT, 0o644)
+    # Read-only is enough for flock, so another user's deploy can take the mutex too.
+    fd = os.open(os.path.join(layout.lane_dir(lane), ".deploy-mutex"), os.O_RDONLY | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -526,7 +527,7 @@ def _heartbeat(req: dict) -> dict:
     with _lane_mutex(layout, req["lane"]):
         holder = _read_lock(path)
         if holder and holder.get("token") == req["holder"].get("token"):
-            _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())))
+            _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())), mode=0o644)  # as created
             return {"refreshed": True, "holder": None}
     return {"refreshed": False, "holder": holder}
 

@@ -16,11 +16,13 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` so readers see the old or the new file, never half of one."""
+def write_atomic(path: str, text: str, mode: int | None = None) -> None:
+    """Write `text` so readers see the old or the new file, never half of one (owner-only unless `mode`)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path) or ".")
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)

@@ -14,8 +14,13 @@ import re
 from typing import Mapping
 
 REDACTED = "<redacted>"
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH", re.I)
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|COOKIE"
+                         r"|(^|_)(KEY|PASS|PASSPHRASE)$", re.I)
+# user:password@ up to the last @ before the path (a password may itself contain @)
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")
+# signed URLs and token query parameters (?token=..., &X-Amz-Signature=..., &sig=...)
+URL_QUERY_SECRET = re.compile(r"(?P<key>[?&](?:[\w.-]*(?:token|signature|secret|password|credential)[\w.-]*|sig|key)=)"
+                              r"[^&\s#]*", re.I)
 
 
 def is_secret(name: str) -> bool:
@@ -27,7 +32,8 @@ def value(name: str, text: str) -> str:
     """`text` as it may be written down for the variable `name`."""
     if is_secret(name):
         return REDACTED
-    return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", str(text))
+    text = URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", str(text))
+    return URL_QUERY_SECRET.sub(lambda m: f"{m.group('key')}{REDACTED}", text)
 
 
 def env(variables: Mapping[str, str]) -> dict[str, str]:

@@ -356,8 +356,8 @@ def summarize(verb: str, doc: dict | None) -> list[str]:
         if answered:
             line += f"; device answered: {', '.join(answered)}"
         return [line] + [f"{layer}: {', '.join(ws)}" for layer, ws in (s.get("layers") or {}).items()]
-    if verb == "deploy":
-        workers = doc.get("workers") or {}
+    if verb == "deploy" and isinstance(doc.get("workers"), dict):   # a --dry-run prints the plan instead
+        workers = doc["workers"]
         counts: dict[str, int] = {}
         for o in workers.values():
             counts[str(o.get("status"))] = counts.get(str(o.get("status")), 0) + 1

@@ -782,7 +782,7 @@ def figures(r: Report) -> dict[str, tuple[object, str, str]]:
 def compare(a: Report, b: Report, *, allow_cross_lane: bool = False) -> Comparison:
     """Two runs side by side. Refused across lanes or bundles unless `allow_cross_lane`."""
     differences = tuple(stack_differences(a, b))
-    unknown = [r.run_id for r in (a, b) if not r.bundle_ids]
+    unknown = [r.run_id for r in (a, b) if not any(row.source for row in r.rows)]
     if unknown:
         # Without receipts neither the bundle nor any figure is known: no comparison, and no
         # "different bundles" verdict made up from a missing one.

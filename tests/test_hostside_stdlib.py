@@ -57,3 +57,16 @@ def test_recorded_environments_keep_policy_values_and_drop_credentials():
         "XLA_FLAGS": "--xla_foo=1", "HF_TOKEN": "<redacted>", "WANDB_API_KEY": "<redacted>",
         "DB_PASSWORD": "<redacted>", "AWS_SECRET_ACCESS_KEY": "<redacted>",
         "PIP_INDEX_URL": "https://<redacted>@host/simple", "PJRT_DEVICE": "TPU"}
+
+
+def test_credentials_inside_values_are_cut_out_but_ordinary_flags_are_kept():
+    from hostside import redact
+
+    assert redact.value("INDEX", "https://u:p@ss@host/simple") == "https://<redacted>@host/simple"
+    assert redact.value("DATA", "https://b.s3.amazonaws.com/x?X-Amz-Signature=abc&X-Amz-Date=1") == \
+        "https://b.s3.amazonaws.com/x?X-Amz-Signature=<redacted>&X-Amz-Date=1"
+    assert redact.value("HUB", "https://hub/f?token=t0k&rev=main") == "https://hub/f?token=<redacted>&rev=main"
+    assert all(redact.is_secret(n) for n in ("SSH_KEY", "KEY", "SMTP_PASS", "GPG_PASSPHRASE", "SESSION_COOKIE"))
+    assert not any(redact.is_secret(n) for n in ("XLA_FLAGS", "PJRT_DEVICE", "TPU_WORKER_HOSTNAMES", "KEYBOARD",
+                                                 "LIBTPU_INIT_ARGS", "JAX_COMPILATION_CACHE_DIR"))
+    assert redact.value("XLA_FLAGS", "--xla_dump_to=/tmp/a@b --xla_foo=1") == "--xla_dump_to=/tmp/a@b --xla_foo=1"

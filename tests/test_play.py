@@ -107,3 +107,4 @@ def test_probe_and_deploy_rung_summaries_count_workers_and_name_failing_layers()
         "bundle jax-cpu@5748b3c3: 2 unchanged; controller sent 0.0 MiB for a 150.0 MiB bundle"]
     assert summarize("launch", {"message": "all 4 processes exited 0"}) == ["all 4 processes exited 0"]
     assert summarize("exec", None) == []
+    assert summarize("deploy", {"workers": [{"name": "w0"}], "wheels": []}) == []   # a --dry-run's plan

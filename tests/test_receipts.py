@@ -415,6 +415,9 @@ def test_compare_of_a_run_without_receipts_asks_for_a_gather_instead_of_calling_
     for allow in (False, True):
         c = receipts.compare(a, b, allow_cross_lane=allow)
         assert c.refused == "run b has no receipts here, so its bundle is unknown: gather first (orch gather b)"
+    # gathered receipts from a Python outside a bundle environment: compared (and flagged), not "gather first"
+    c = receipts.build_report(a_run(four(**{w: {"bundle_id": None} for w in ("w0", "w1", "w2", "w3")}), run_id="c"))
+    assert "gather first" not in (receipts.compare(a, c).refused or "")
 
 
 def test_compare_across_lanes_when_allowed_leads_with_the_stack_differences_and_labels_every_figure():
