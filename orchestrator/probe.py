@@ -311,7 +311,7 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
 def probe_one(transport: Transport, request: ProbeRequest, timeout: float) -> Result:
     """Run hostside.probe on one worker; the Result carries its JSON document on stdout."""
     w = request.worker
-    ready = ensure_hostside(transport, w)
+    ready = ensure_hostside(transport, w, timeout=timeout)
     if not ready.ok:
         return ready
     doc = {**request.doc, "controller_time": time.time()}

@@ -66,25 +66,32 @@ def hostside_path(worker: WorkerRef) -> str:
     return f"{worker.root}/hostside/{digest}"
 
 
-def ensure_hostside(transport: Transport, worker: WorkerRef) -> Result:
-    """Make sure this controller's hostside is on `worker` (one round trip when it is)."""
+def ensure_hostside(transport: Transport, worker: WorkerRef, timeout: float | None = None) -> Result:
+    """Make sure this controller's hostside is on `worker` (one round trip when it is).
+
+    `timeout` caps each step, so a caller with a deadline of its own (a probe) is not outlived.
+    """
     ready = transport.memo.setdefault("hostside-ready", set())
     if worker.name in ready:
         return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
+
+    def limit(seconds: float) -> float:
+        return min(seconds, timeout) if timeout else seconds
+
     final = hostside_path(worker)
-    check = transport.run_one(worker.name, ["test", "-f", f"{final}/.complete"], timeout=30)
+    check = transport.run_one(worker.name, ["test", "-f", f"{final}/.complete"], timeout=limit(30))
     if check.error:
         return check
     if check.exit_code != 0:
         _, data = hostside_archive()
-        mk = transport.run_one(worker.name, ["mkdir", "-p", f"{worker.root}/hostside"], timeout=30)
+        mk = transport.run_one(worker.name, ["mkdir", "-p", f"{worker.root}/hostside"], timeout=limit(30))
         if not mk.ok:
             return mk
         tgz = f"{worker.root}/hostside/.upload-{hostside_archive()[0]}-{id(transport):x}.tgz"
         put = transport.put_one(worker.name, io.BytesIO(data), tgz)
         if not put.ok:
             return put
-        inst = transport.run_one(worker.name, [worker.python, "-c", _INSTALL, tgz, final], timeout=60)
+        inst = transport.run_one(worker.name, [worker.python, "-c", _INSTALL, tgz, final], timeout=limit(60))
         if not inst.ok:
             return inst
     ready.add(worker.name)
