@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -85,6 +86,11 @@ def main() -> None:
         print(f"  ratio baseline / no-op redeploy   {baseline / noop:7.1f}x")
     finally:
         sandbox.down(args.dir)
+        shutil.rmtree(Path(args.dir) / "locks", ignore_errors=True)   # the lock this benchmark wrote
+        try:
+            Path(args.dir).rmdir()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
