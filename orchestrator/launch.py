@@ -762,6 +762,14 @@ def _interruption(exc: KeyboardInterrupt) -> str:
     return str(exc.args[0]) if exc.args and str(exc.args[0]).startswith("SIG") else "Ctrl-C"
 
 
+def interrupted(plan: LaunchPlan, transport: Transport, exc: KeyboardInterrupt, *, grace: float) -> "LaunchOutcome":
+    """Tear the gang down after an interrupt that came before (or between) the gang loop's own checks."""
+    what = _interruption(exc)
+    teardown = stop_workers(plan, transport, reason=f"{what} on the controller", grace=grace)
+    return LaunchOutcome(run_id=plan.run_id, status="interrupted", plan=plan, teardown=teardown,
+                         message=f"interrupted ({what}) on the controller")
+
+
 def interrupt_on_termination() -> None:
     """Make SIGTERM and SIGHUP (a `kill` of the controller, a closed terminal) end a watched run
     the way Ctrl-C does: the gang is torn down, never left running unwatched."""
@@ -1155,10 +1163,7 @@ def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, de
                           failure_grace=failure_grace, start_timeout=start_timeout, lost_after=lost_after,
                           until="started" if detach else "exit", release_margin=release_margin)
     except KeyboardInterrupt as exc:
-        what = _interruption(exc)
-        teardown = stop_workers(plan, transport, reason=f"{what} on the controller", grace=grace)
-        outcome = LaunchOutcome(run_id=plan.run_id, status="interrupted", plan=plan, teardown=teardown,
-                                message=f"interrupted ({what}) on the controller")
+        outcome = interrupted(plan, transport, exc, grace=grace)
     return finish(plan, transport, outcome, record)
 
 

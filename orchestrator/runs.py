@@ -151,7 +151,7 @@ def stop(record: RunRecord, transport, *, grace: float, reason: str = "orch stop
 
 def attach(record: RunRecord, transport, **kwargs):
     """Resume watching a run under the gang rule (output from now on); returns its LaunchOutcome."""
-    from orchestrator.launch import LaunchOutcome, _interruption, finish, monitor, stop_workers, worker_status
+    from orchestrator.launch import DEFAULT_GRACE, finish, interrupted, monitor, worker_status
 
     plan = record.plan()
     try:
@@ -161,13 +161,8 @@ def attach(record: RunRecord, transport, **kwargs):
         record.update(state="running", attached_at=time.time())
         outcome = monitor(plan, transport, from_end=True, release_needed=not released, **kwargs)
     except KeyboardInterrupt as exc:
-        # Interrupted before the gang loop took over (or between its checks): attached means
-        # watched, so the interrupt ends the run as it would a launch's.
-        what = _interruption(exc)
-        teardown = stop_workers(plan, transport, reason=f"{what} on the controller",
-                                grace=kwargs.get("grace", 5.0))
-        outcome = LaunchOutcome(run_id=plan.run_id, status="interrupted", plan=plan, teardown=teardown,
-                                message=f"interrupted ({what}) on the controller")
+        # Attached means watched: the interrupt ends the run as it would a launch's.
+        outcome = interrupted(plan, transport, exc, grace=kwargs.get("grace", DEFAULT_GRACE))
     return finish(plan, transport, outcome, record)
 
 

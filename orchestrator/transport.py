@@ -403,18 +403,22 @@ class Transport:
         start = time.monotonic()
         try:
             conn = self._connection(name)
-            self._sftp(conn)
         except Exception as exc:
             return self.failure(name, argv, exc, time.monotonic() - start)
         try:
+            self._sftp(conn)
             transfer(conn)
         except Exception as exc:
             return self._copy_failure(name, argv, remote, exc, time.monotonic() - start)
         return Result(host=name, argv=argv, exit_code=0, elapsed=time.monotonic() - start)
 
     def _sftp(self, conn):
-        """The connection's SFTP session, its channel limited to `transfer_timeout` of silence."""
+        """The connection's SFTP session, its channel limited to `transfer_timeout` of silence
+        (opened and configured once per connection; Fabric's put/get reuse it)."""
         import socket
+
+        if getattr(conn, "_orch_sftp", None) is not None:
+            return conn._orch_sftp
 
         # Opening the channel is bounded (channel_timeout) but paramiko then waits
         # for the subsystem reply with no limit: close the connection if it never comes.
@@ -438,6 +442,7 @@ class Transport:
         if gave_up.is_set():  # opened just as the timer closed the connection
             raise socket.timeout(f"no SFTP session within {self.transfer_timeout:g}s")
         sftp.get_channel().settimeout(self.transfer_timeout)
+        conn._orch_sftp = sftp
         return sftp
 
     def _copy_failure(self, name: str, argv: tuple[str, ...], remote: str, exc: BaseException,
