@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from orchestrator import sandbox
 from orchestrator.fleet import Fleet, load_fleet
@@ -85,6 +86,19 @@ class SliceHandle:
         if check and proc.returncode != 0:
             raise AssertionError(f"ssh {worker} {shlex.join(argv)} exited {proc.returncode}: {proc.stderr}")
         return proc
+
+    def alias_fleet(self, config: Path, index: int, alias: str, path: Path) -> Path:
+        """This slice's fleet with one worker, reached as `alias` of the ssh config `config`
+        (which then says how: HostName, User, IdentityFile, ProxyJump)."""
+        doc = yaml.safe_load(self.fleet_path.read_text())
+        doc["ssh"]["config_file"] = str(config)
+        sl = doc["slices"]["slice"]
+        sl.pop("identity_file")
+        sl.pop("user")
+        sl["workers"] = [{"index": index, "ssh_alias": alias}]
+        doc["lanes"] = {}
+        path.write_text(yaml.safe_dump(doc))
+        return path
 
     def down(self) -> sandbox.DownResult:
         """Stop the sandbox and remove its directory with everything tests added to it."""

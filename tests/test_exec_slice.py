@@ -130,20 +130,10 @@ def test_an_unknown_host_key_is_refused_strictly_and_recorded_only_with_accept_n
 
 
 def test_ssh_config_aliases_are_honoured(slice4, tmp_path):
-    fleet_text = slice4.fleet_path.read_text()
     config = slice4.dir / "ssh_config_alias"
     config.write_text(f"Host w-alias\n  HostName {slice4.address(0)}\n  User root\n"
                       f"  IdentityFile {slice4.dir / 'id_ed25519'}\n")
-    import yaml
-    doc = yaml.safe_load(fleet_text)
-    doc["ssh"]["config_file"] = str(config)
-    sl = doc["slices"]["slice"]
-    sl.pop("identity_file")
-    sl.pop("user")
-    sl["workers"] = [{"index": 0, "ssh_alias": "w-alias"}]
-    doc["lanes"] = {}
-    path = slice4.dir / "fleet-alias.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path = slice4.alias_fleet(config, 0, "w-alias", slice4.dir / "fleet-alias.yaml")
     out = slice4.orch("--fleet", path, "exec", "--", "hostname").stdout
     assert out.strip() == "slice-w0 | slice-w0"
 

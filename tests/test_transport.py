@@ -9,7 +9,6 @@ from pathlib import Path
 
 import paramiko
 import pytest
-import yaml
 
 from orchestrator import sandbox
 from orchestrator.errors import OrchError
@@ -276,16 +275,7 @@ def test_a_proxyjump_bastion_is_host_key_checked_and_then_carries_the_connection
     config.write_text(f"Host via-bastion\n  HostName {slice4.address(1)}\n  User root\n  IdentityFile {key}\n"
                       f"  ProxyJump bastion\n"
                       f"Host bastion\n  HostName {slice4.address(0)}\n  User root\n  IdentityFile {key}\n")
-    doc = yaml.safe_load(slice4.fleet_path.read_text())
-    doc["ssh"]["config_file"] = str(config)
-    sl = doc["slices"]["slice"]
-    sl.pop("identity_file")
-    sl.pop("user")
-    sl["workers"] = [{"index": 1, "ssh_alias": "via-bastion"}]
-    doc["lanes"] = {}
-    path = tmp_path / "fleet.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    fleet = load_fleet(path)
+    fleet = load_fleet(slice4.alias_fleet(config, 1, "via-bastion", tmp_path / "fleet.yaml"))
 
     known = slice4.dir / "known_hosts"
     without_bastion = tmp_path / "known_hosts"
