@@ -44,8 +44,19 @@ def main() -> None:
     try:
         d = Path(args.dir)
         env = dict(os.environ, ORCH_FLEET=str(d / "fleet.yaml"))
-        ssh = ["ssh", "-i", str(d / "id_ed25519"), "-o", f"UserKnownHostsFile={d / 'known_hosts'}",
-               "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-F", "/dev/null"]
+        ssh = [
+            "ssh",
+            "-i",
+            str(d / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={d / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-F",
+            "/dev/null",
+        ]
         addresses = [w.address for w in state.workers]
         timed([orch, "exec", "--", "true"], env)  # warm the page cache and sshd
         fan, seq, one = [], [], []

@@ -40,9 +40,10 @@ ENV = "/var/lib/orch/envs/bench-jax-cpu"
 INSTALL = (
     'set -e; test -x "$2/bin/python" || { "$1" venv -q --python /usr/bin/python3 "$2" && '
     'UV_CACHE_DIR=/mnt/orch-shared/uv-cache "$1" pip install -q --python "$2/bin/python" --no-index '
-    '--find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; '
+    "--find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; "
     'ln -sfn "$2" /var/lib/orch/lanes/cpu/active.new && mv -T /var/lib/orch/lanes/cpu/active.new '
-    '/var/lib/orch/lanes/cpu/active')
+    "/var/lib/orch/lanes/cpu/active"
+)
 
 DIE = """\
 import os, signal, sys, time
@@ -63,10 +64,12 @@ for step in range(100000):
     time.sleep(0.1)
 """
 
-LIST_RUN = ("import os,sys\nrid=sys.argv[1].encode()\nn=0\nfor p in os.listdir('/proc'):\n"
-            " try:\n  e=open('/proc/'+p+'/environ','rb').read(); s=open('/proc/'+p+'/stat').read()\n"
-            " except OSError: continue\n"
-            " if b'ORCH_RUN_ID='+rid in e and s.rsplit(')',1)[1].split()[0]!='Z': n+=1\nprint(n)\n")
+LIST_RUN = (
+    "import os,sys\nrid=sys.argv[1].encode()\nn=0\nfor p in os.listdir('/proc'):\n"
+    " try:\n  e=open('/proc/'+p+'/environ','rb').read(); s=open('/proc/'+p+'/stat').read()\n"
+    " except OSError: continue\n"
+    " if b'ORCH_RUN_ID='+rid in e and s.rsplit(')',1)[1].split()[0]!='Z': n+=1\nprint(n)\n"
+)
 
 
 def free_base(workers: int) -> str:
@@ -103,8 +106,7 @@ def main() -> None:
         workers = fleet.lane_workers("cpu")
         t0 = time.perf_counter()
         with for_fleet(fleet, workers) as transport:
-            res = transport.run(["sh", "-c", INSTALL, "sh", str(Path(sys.executable).parent / "uv"), ENV],
-                                timeout=900)
+            res = transport.run(["sh", "-c", INSTALL, "sh", str(Path(sys.executable).parent / "uv"), ENV], timeout=900)
             bad = {w: r.describe() for w, r in res.items() if not r.ok}
             if bad:
                 raise SystemExit(f"installing jax on the workers failed: {bad}")
@@ -123,8 +125,10 @@ def main() -> None:
                 if not out.ok:
                     raise SystemExit(f"start run {i} failed: {out.message}")
                 start_rows.append((out.start_skew, out.user_start_skew, out.ready_elapsed, wall))
-                print(f"  start {i}: release skew {ms(out.start_skew)}, user-code skew {ms(out.user_start_skew)}, "
-                      f"ready after {out.ready_elapsed:.2f}s, whole launch {wall:.2f}s")
+                print(
+                    f"  start {i}: release skew {ms(out.start_skew)}, user-code skew {ms(out.user_start_skew)}, "
+                    f"ready after {out.ready_elapsed:.2f}s, whole launch {wall:.2f}s"
+                )
 
             tear_rows = []
             for i in range(args.repeat):
@@ -133,27 +137,38 @@ def main() -> None:
                 out = launch.execute(plan, transport)
                 f = out.first_failure
                 if f is None or f.process_id != victim or f.signal != 9:
-                    raise SystemExit(f"teardown run {i}: expected process {victim} killed by SIGKILL, "
-                                     f"got {out.message}")
+                    raise SystemExit(
+                        f"teardown run {i}: expected process {victim} killed by SIGKILL, got {out.message}"
+                    )
                 left = left_on_workers(transport, plan.run_id)
                 noticed = out.failure_seen_at - f.ended_at
                 tear_rows.append((noticed, out.teardown_latency, out.teardown["elapsed"], left))
-                print(f"  teardown {i}: process {victim} SIGKILLed; noticed after {ms(noticed)}, every process "
-                      f"gone after {ms(out.teardown_latency)} (stop fan-out {ms(out.teardown['elapsed'])}), "
-                      f"processes left: {left}")
+                print(
+                    f"  teardown {i}: process {victim} SIGKILLed; noticed after {ms(noticed)}, every process "
+                    f"gone after {ms(out.teardown_latency)} (stop fan-out {ms(out.teardown['elapsed'])}), "
+                    f"processes left: {left}"
+                )
 
         med = statistics.median
         print(f"\nworkers: {args.workers}, repeats: {args.repeat} (medians, max)")
-        print(f"  start skew (release)          {ms(med(r[0] for r in start_rows))}  "
-              f"max {ms(max(r[0] for r in start_rows))}")
-        print(f"  start skew (user code)        {ms(med(r[1] for r in start_rows))}  "
-              f"max {ms(max(r[1] for r in start_rows))}")
+        print(
+            f"  start skew (release)          {ms(med(r[0] for r in start_rows))}  "
+            f"max {ms(max(r[0] for r in start_rows))}"
+        )
+        print(
+            f"  start skew (user code)        {ms(med(r[1] for r in start_rows))}  "
+            f"max {ms(max(r[1] for r in start_rows))}"
+        )
         print(f"  ready (imports done) after    {med(r[2] for r in start_rows):7.2f} s")
         print(f"  whole launch (3 steps)        {med(r[3] for r in start_rows):7.2f} s")
-        print(f"  failure noticed after         {ms(med(r[0] for r in tear_rows))}  "
-              f"max {ms(max(r[0] for r in tear_rows))}")
-        print(f"  teardown latency (all gone)   {ms(med(r[1] for r in tear_rows))}  "
-              f"max {ms(max(r[1] for r in tear_rows))}")
+        print(
+            f"  failure noticed after         {ms(med(r[0] for r in tear_rows))}  "
+            f"max {ms(max(r[0] for r in tear_rows))}"
+        )
+        print(
+            f"  teardown latency (all gone)   {ms(med(r[1] for r in tear_rows))}  "
+            f"max {ms(max(r[1] for r in tear_rows))}"
+        )
         print(f"  processes left after teardown {max(r[3] for r in tear_rows)}")
     finally:
         sandbox.down(args.dir)

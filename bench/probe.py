@@ -50,13 +50,27 @@ def activate_bundle(orch: str, env: dict, cache: Path) -> None:
     script = (
         'set -e; export UV_CACHE_DIR="$3" UV_LINK_MODE=hardlink; test -x "$2/bin/python" || '
         '{ "$1" venv -q --python /usr/bin/python3 "$2" && "$1" pip install -q --python "$2/bin/python" '
-        '--no-index --find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; '
+        "--no-index --find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; "
         'ln -sfn "$2" /var/lib/orch/lanes/cpu/active.new && mv -T /var/lib/orch/lanes/cpu/active.new '
-        '/var/lib/orch/lanes/cpu/active')
+        "/var/lib/orch/lanes/cpu/active"
+    )
     # One worker first fills the shared cache; the rest then only link files.
     for selection in ("0", None):
-        argv = [orch, "exec", "--timeout", "600", *(["--workers", selection] if selection else []), "--",
-                "sh", "-c", script, "sh", uv, ENV, str(cache)]
+        argv = [
+            orch,
+            "exec",
+            "--timeout",
+            "600",
+            *(["--workers", selection] if selection else []),
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            uv,
+            ENV,
+            str(cache),
+        ]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"cannot make jax-cpu active on the workers:\n{proc.stdout}{proc.stderr}")
@@ -103,8 +117,9 @@ def main() -> None:
             seq.append(sum(timed_sweep(fleet, [w])[0] for w in workers))
             cli_fan.append(timed_cli([orch, "probe", "--shallow"], env))
             cli_one.append(timed_cli([orch, "probe", "--shallow", "--workers", "0"], env))
-            cli_seq.append(sum(timed_cli([orch, "probe", "--shallow", "--workers", str(w.index)], env)
-                               for w in workers))
+            cli_seq.append(
+                sum(timed_cli([orch, "probe", "--shallow", "--workers", str(w.index)], env) for w in workers)
+            )
         f, o, s, cf, co, cs = (statistics.median(x) for x in (fan, one, seq, cli_fan, cli_one, cli_seq))
         n = args.workers
         print(f"shallow probe, {n} workers, {args.repeat} repeats (medians); verdicts: {', '.join(sorted(verdicts))}")
@@ -121,8 +136,10 @@ def main() -> None:
         if not args.no_deep:
             t, report = timed_sweep(fleet, workers, deep=True)
             kinds = sorted({r.answered or "-" for r in report.rows})
-            print(f"  deep  sweep {n:2d} workers (once)       {t:6.3f} s  (answered: {', '.join(kinds)}; "
-                  f"{report.summary()['fail']} fail)")
+            print(
+                f"  deep  sweep {n:2d} workers (once)       {t:6.3f} s  (answered: {', '.join(kinds)}; "
+                f"{report.summary()['fail']} fail)"
+            )
     finally:
         sandbox.down(args.dir)
         shutil.rmtree(Path(args.dir) / "uv-cache", ignore_errors=True)

@@ -41,9 +41,10 @@ ENV = "/var/lib/orch/envs/bench-jax-cpu"
 INSTALL = (
     'set -e; test -x "$2/bin/python" || { "$1" venv -q --python /usr/bin/python3 "$2" && '
     'UV_CACHE_DIR=/mnt/orch-shared/uv-cache "$1" pip install -q --python "$2/bin/python" --no-index '
-    '--find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; '
+    "--find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; "
     'ln -sfn "$2" /var/lib/orch/lanes/cpu/active.new && mv -T /var/lib/orch/lanes/cpu/active.new '
-    '/var/lib/orch/lanes/cpu/active')
+    "/var/lib/orch/lanes/cpu/active"
+)
 
 
 def free_base(workers: int) -> str:
@@ -56,8 +57,9 @@ def free_base(workers: int) -> str:
 
 def variant(fleet_path: str, name: str, workers, cache: str) -> Path:
     doc = yaml.safe_load(Path(fleet_path).read_text())
-    doc["lanes"] = {"cpu": {"workers": workers, "bundle": "jax-cpu", "runtime": "cpu", "cache": cache,
-                            "platform": "cpu"}}
+    doc["lanes"] = {
+        "cpu": {"workers": workers, "bundle": "jax-cpu", "runtime": "cpu", "cache": cache, "platform": "cpu"}
+    }
     path = Path(fleet_path).with_name(f"fleet-{name}.yaml")
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -82,13 +84,14 @@ def main() -> None:
         t0 = time.perf_counter()
         fleet = load_fleet(state.fleet_path)
         with for_fleet(fleet, fleet.lane_workers("cpu")) as transport:
-            res = transport.run(["sh", "-c", INSTALL, "sh", str(Path(sys.executable).parent / "uv"), ENV],
-                                timeout=900)
+            res = transport.run(["sh", "-c", INSTALL, "sh", str(Path(sys.executable).parent / "uv"), ENV], timeout=900)
         bad = {w: r.describe() for w, r in res.items() if not r.ok}
         if bad:
             raise SystemExit(f"installing jax on the workers failed: {bad}")
-        print(f"slice: {args.workers} workers at {base}; jax-cpu installed in {time.perf_counter() - t0:.1f}s; "
-              f"program: {' '.join(argv)}")
+        print(
+            f"slice: {args.workers} workers at {base}; jax-cpu installed in {time.perf_counter() - t0:.1f}s; "
+            f"program: {' '.join(argv)}"
+        )
         for name, workers, cache in cases:
             fleet = load_fleet(variant(state.fleet_path, name, workers, cache))
             rows: dict[int, list] = {}
@@ -103,18 +106,24 @@ def main() -> None:
                         rows.setdefault(v.process_id, []).append(v)
                     print(f"  {name} #{i}: {'passed' if check.ok else 'FAILED'}: {check.message}")
             med = statistics.median
-            print(f"\n{name} ({len(rows)} process{'es' if len(rows) != 1 else ''}, median of {args.repeat}): "
-                  f"run wall time cold {med(w[0] for w in walls):.1f}s, warm {med(w[1] for w in walls):.1f}s")
-            print("  proc  cold compile  warm compile  warm/cold per check: median (range)  hits  verdict "
-                  "(expected to reuse)")
+            print(
+                f"\n{name} ({len(rows)} process{'es' if len(rows) != 1 else ''}, median of {args.repeat}): "
+                f"run wall time cold {med(w[0] for w in walls):.1f}s, warm {med(w[1] for w in walls):.1f}s"
+            )
+            print(
+                "  proc  cold compile  warm compile  warm/cold per check: median (range)  hits  verdict "
+                "(expected to reuse)"
+            )
             for pid, vs in sorted(rows.items()):
                 cold = med(v.cold_compile_sec for v in vs)
                 warm = med(v.warm_compile_sec for v in vs)
                 ratios = [v.ratio for v in vs]
                 verdicts = sorted({v.verdict for v in vs})
-                print(f"  {pid:<4}  {cold:9.2f} s  {warm:9.2f} s  {med(ratios):5.2f} ({min(ratios):.2f}-"
-                      f"{max(ratios):.2f}){'':18}{vs[0].hits:>4}  {'/'.join(verdicts)} "
-                      f"({'yes' if vs[0].expected else 'no'})")
+                print(
+                    f"  {pid:<4}  {cold:9.2f} s  {warm:9.2f} s  {med(ratios):5.2f} ({min(ratios):.2f}-"
+                    f"{max(ratios):.2f}){'':18}{vs[0].hits:>4}  {'/'.join(verdicts)} "
+                    f"({'yes' if vs[0].expected else 'no'})"
+                )
             print()
     finally:
         sandbox.down(args.dir)

@@ -38,8 +38,9 @@ def model(params, x):
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=96,
-                        help="depth of the unrolled model (compile time grows with it)")
+    parser.add_argument(
+        "--layers", type=int, default=96, help="depth of the unrolled model (compile time grows with it)"
+    )
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rows-per-device", type=int, default=8)
     args = parser.parse_args(argv)
@@ -51,8 +52,7 @@ def main(argv: list[str]) -> int:
     data = NamedSharding(mesh, P("data"))
     replicated = NamedSharding(mesh, P())
 
-    params = [jax.device_put(jnp.eye(WIDTH, dtype=jnp.float32) * (1 + i / 100), replicated)
-              for i in range(args.layers)]
+    params = [jax.device_put(jnp.eye(WIDTH, dtype=jnp.float32) * (1 + i / 100), replicated) for i in range(args.layers)]
 
     @jax.jit
     def train_step(params, x, y):
@@ -81,8 +81,10 @@ def main(argv: list[str]) -> int:
     if total != expected:
         print(f"collective check FAILED: psum {total} != {expected}", flush=True)
         return 1
-    print(f"RESULT process={me} processes={nproc} layers={args.layers} first_step_sec={first:.3f} "
-          f"loss={loss:.6f}", flush=True)
+    print(
+        f"RESULT process={me} processes={nproc} layers={args.layers} first_step_sec={first:.3f} loss={loss:.6f}",
+        flush=True,
+    )
     return 0
 
 

@@ -68,16 +68,19 @@ def main(argv: list[str]) -> int:
     local = jax.local_device_count()
     data_sharding = NamedSharding(mesh, P("data"))
     replicated = NamedSharding(mesh, P())
-    print(f"process {me}/{nproc}: {local} local devices, {len(devices)} global devices "
-          f"({devices[0].platform})", flush=True)
+    print(
+        f"process {me}/{nproc}: {local} local devices, {len(devices)} global devices ({devices[0].platform})",
+        flush=True,
+    )
     # The backend that answered: XLA through jit, on whatever platform the runtime gave us.
-    orch_receipt.record_backend(f"jax_{devices[0].platform}_xla", frontend="jax",
-                                detail=f"jax.jit over a {len(devices)}-device global mesh of "
-                                       f"{nproc} processes ({devices[0].device_kind})")
+    orch_receipt.record_backend(
+        f"jax_{devices[0].platform}_xla",
+        frontend="jax",
+        detail=f"jax.jit over a {len(devices)}-device global mesh of {nproc} processes ({devices[0].device_kind})",
+    )
 
     # Prove the cross-process collective: every device contributes (process index + 1).
-    marks = jax.make_array_from_process_local_data(
-        data_sharding, np.full((local,), me + 1, dtype=np.int32))
+    marks = jax.make_array_from_process_local_data(data_sharding, np.full((local,), me + 1, dtype=np.int32))
     total = int(jax.jit(jnp.sum, out_shardings=replicated)(marks))
     expected = sum((jax.devices()[i].process_index + 1) for i in range(len(devices)))
     if total != expected:
@@ -97,8 +100,10 @@ def main(argv: list[str]) -> int:
 
     def global_batch(step):
         x_local, y_local = batch(step, me, rows)
-        return (jax.make_array_from_process_local_data(data_sharding, x_local),
-                jax.make_array_from_process_local_data(data_sharding, y_local))
+        return (
+            jax.make_array_from_process_local_data(data_sharding, x_local),
+            jax.make_array_from_process_local_data(data_sharding, y_local),
+        )
 
     t0 = time.perf_counter()
     step_fn = jax.jit(train_step, out_shardings=(replicated, replicated)).lower(w, *global_batch(0)).compile()
@@ -112,18 +117,27 @@ def main(argv: list[str]) -> int:
         w, loss = step_fn(w, x, y)
         loss = float(loss)  # the loss is replicated: every process holds the global value
         orch_receipt.record_time("step", time.perf_counter() - t0)
-        orch_receipt.record_metric("loss", loss, scope="global", reduced_by="psum" if reduced else None,
-                                   over=nproc, step=step,
-                                   detail="jnp.mean over the data-sharded global batch; XLA's all-reduce "
-                                          "is in the compiled program" if reduced else None)
+        orch_receipt.record_metric(
+            "loss",
+            loss,
+            scope="global",
+            reduced_by="psum" if reduced else None,
+            over=nproc,
+            step=step,
+            detail="jnp.mean over the data-sharded global batch; XLA's all-reduce is in the compiled program"
+            if reduced
+            else None,
+        )
         print(f"process {me} step {step} loss {loss:.6f}", flush=True)
         if me == args.fail_process and step + 1 >= args.fail_after:
             print(f"process {me}: failing on purpose with exit code {args.fail_code}", flush=True)
             sys.exit(args.fail_code)
         if args.step_sleep:
             time.sleep(args.step_sleep)
-    print(f"RESULT process={me} processes={nproc} global_devices={len(devices)} "
-          f"local_devices={local} loss={loss:.8f}", flush=True)
+    print(
+        f"RESULT process={me} processes={nproc} global_devices={len(devices)} local_devices={local} loss={loss:.8f}",
+        flush=True,
+    )
     return 0
 
 

@@ -54,8 +54,11 @@ def main(argv: list[str]) -> int:
     torch.manual_seed(0)
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
-    print(f"rank {rank}/{world}: backend {dist.get_backend()}, master "
-          f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
+    print(
+        f"rank {rank}/{world}: backend {dist.get_backend()}, master "
+        f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}",
+        flush=True,
+    )
 
     # Prove the collective: the sum of (rank + 1) over all ranks.
     mark = torch.tensor([rank + 1.0])
@@ -66,9 +69,12 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"rank {rank}: collective check ok (global sum {mark.item():g})", flush=True)
     device = mark.device.type
-    orch_receipt.record_backend(f"torch_{dist.get_backend()}_{device}", frontend="torch",
-                                detail=f"DistributedDataParallel over torch.distributed ({dist.get_backend()}), "
-                                       f"{world} ranks, {device} tensors")
+    orch_receipt.record_backend(
+        f"torch_{dist.get_backend()}_{device}",
+        frontend="torch",
+        detail=f"DistributedDataParallel over torch.distributed ({dist.get_backend()}), "
+        f"{world} ranks, {device} tensors",
+    )
 
     model = DistributedDataParallel(torch.nn.Linear(FEATURES, 1, bias=False))
     with torch.no_grad():
@@ -86,9 +92,15 @@ def main(argv: list[str]) -> int:
         dist.all_reduce(global_loss)  # the reported number is the global mean, proven by the collective
         loss_value = global_loss.item() / world
         orch_receipt.record_time("step", time.perf_counter() - t0)
-        orch_receipt.record_metric("loss", loss_value, scope="global", reduced_by="all_reduce", over=world,
-                                   step=step, detail="dist.all_reduce (sum) of every rank's loss, divided by "
-                                                     "the world size")
+        orch_receipt.record_metric(
+            "loss",
+            loss_value,
+            scope="global",
+            reduced_by="all_reduce",
+            over=world,
+            step=step,
+            detail="dist.all_reduce (sum) of every rank's loss, divided by the world size",
+        )
         print(f"rank {rank} step {step} loss {loss_value:.6f}", flush=True)
         if rank == args.fail_rank and step + 1 >= args.fail_after:
             print(f"rank {rank}: failing on purpose with exit code {args.fail_code}", flush=True)

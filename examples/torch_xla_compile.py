@@ -51,10 +51,13 @@ def main(argv: list[str]) -> int:
         if step == 0:
             print(f"first step (compile + run) {time.perf_counter() - t0:.2f}s", flush=True)
     compile_time = met.metric_data("CompileTime")
-    print(f"RESULT loss={loss.item():.6f} compiles={compile_time[0] if compile_time else 0} "
-          f"compile_sec={(compile_time[1] / 1e9) if compile_time else 0:.3f} "
-          f"persistent_hits={met.counter_value('PersistentCacheHit') or 0} "
-          f"deserialize_failures={met.counter_value('PersistentCacheDeserializeFailure') or 0}", flush=True)
+    print(
+        f"RESULT loss={loss.item():.6f} compiles={compile_time[0] if compile_time else 0} "
+        f"compile_sec={(compile_time[1] / 1e9) if compile_time else 0:.3f} "
+        f"persistent_hits={met.counter_value('PersistentCacheHit') or 0} "
+        f"deserialize_failures={met.counter_value('PersistentCacheDeserializeFailure') or 0}",
+        flush=True,
+    )
     return 0
 
 

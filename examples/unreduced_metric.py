@@ -24,11 +24,14 @@ def main() -> int:
     jax.distributed.initialize()  # a no-op under orch's launcher on a CPU lane
     me, nproc = jax.process_index(), jax.process_count()
     devices = jax.devices()
-    orch_receipt.record_backend(f"jax_{devices[0].platform}_xla", frontend="jax",
-                                detail=f"jax.jit on this process's {jax.local_device_count()} devices only")
+    orch_receipt.record_backend(
+        f"jax_{devices[0].platform}_xla",
+        frontend="jax",
+        detail=f"jax.jit on this process's {jax.local_device_count()} devices only",
+    )
     rng = np.random.default_rng(me)
     x = jnp.asarray(rng.normal(size=256).astype(np.float32))
-    local_loss = float(jax.jit(lambda v: jnp.mean(v ** 2))(x))   # this process's shard only
+    local_loss = float(jax.jit(lambda v: jnp.mean(v**2))(x))  # this process's shard only
     orch_receipt.record_metric("loss", local_loss, scope="global")  # wrong on purpose: nothing reduced it
     print(f"process {me}/{nproc}: loss {local_loss:.6f} recorded as global without a reduction", flush=True)
     return 0

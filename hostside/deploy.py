@@ -125,8 +125,10 @@ def describe_holder(holder: dict | None) -> str:
         return "no deploy holds it now"
     if "token" not in holder:
         return f"held by an {holder.get('holder', 'unknown holder')}"
-    return (f"held by {holder.get('user', '?')}@{holder.get('controller', '?')} pid {holder.get('pid', '?')} "
-            f"(bundle {holder.get('bundle_id', '?')})")
+    return (
+        f"held by {holder.get('user', '?')}@{holder.get('controller', '?')} pid {holder.get('pid', '?')} "
+        f"(bundle {holder.get('bundle_id', '?')})"
+    )
 
 
 class _LockLost(DeployFailure):
@@ -138,8 +140,10 @@ def _require_lock(layout: Layout, req: dict, step: str) -> None:
     under the lane mutex when acting on the answer)."""
     holder = _read_lock(layout.deploy_lock(req["lane"]))
     if not holder or holder.get("token") != req["holder"]["token"]:
-        raise _LockLost(f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(holder)}); "
-                        f"not {step}, the previous bundle stays active")
+        raise _LockLost(
+            f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(holder)}); "
+            f"not {step}, the previous bundle stays active"
+        )
 
 
 # -- actions ------------------------------------------------------------------
@@ -172,9 +176,14 @@ def _begin(layout: Layout, req: dict) -> dict:
     if not _create_lock(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
         return {"state": "locked", "holder": _read_lock(lock_path), "heartbeat_age": 0.0}
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
-    return {"state": "locked-by-us", "active": active, "missing": missing, "recovered_lock": recovered,
-            "env_complete": _complete(layout, bundle_id),
-            "disk_free_bytes": shutil.disk_usage(req["root"]).free}
+    return {
+        "state": "locked-by-us",
+        "active": active,
+        "missing": missing,
+        "recovered_lock": recovered,
+        "env_complete": _complete(layout, bundle_id),
+        "disk_free_bytes": shutil.disk_usage(req["root"]).free,
+    }
 
 
 def receive(req: dict) -> dict:
@@ -192,9 +201,13 @@ def receive(req: dict) -> dict:
             continue
         if digest != item["sha256"] or size != item["size"]:
             os.unlink(src)
-            bad.append({"filename": item["filename"],
-                        "reason": f"sha256 mismatch: expected {item['sha256']} ({item['size']} bytes), "
-                                  f"got {digest} ({size} bytes); file discarded"})
+            bad.append(
+                {
+                    "filename": item["filename"],
+                    "reason": f"sha256 mismatch: expected {item['sha256']} ({item['size']} bytes), "
+                    f"got {digest} ({size} bytes); file discarded",
+                }
+            )
             continue
         dest = layout.wheel(item["sha256"], item["filename"])
         os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -348,8 +361,10 @@ def install(req: dict) -> dict:
     # the store is checked here: a corrupt file must not survive to be relayed.
     corrupt = _drop_corrupt(layout, req["wheels"])
     if corrupt:
-        raise DeployFailure(f"corrupt wheel(s) in the store: {', '.join(corrupt)} (sha256 mismatch; "
-                            "removed, a re-run pushes them again)")
+        raise DeployFailure(
+            f"corrupt wheel(s) in the store: {', '.join(corrupt)} (sha256 mismatch; "
+            "removed, a re-run pushes them again)"
+        )
     links = _mkdirs(layout.root, "envs", f".{bundle_id}.links")
     try:
         if os.path.exists(env):
@@ -363,25 +378,59 @@ def install(req: dict) -> dict:
             for w in req["wheels"]:
                 fh.write(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n")
         uv = _uv(layout, req["uv"])
-        uv_env = dict(os.environ, UV_CACHE_DIR=os.path.join(layout.root, "uv-cache"), UV_NO_CONFIG="1",
-                      UV_PYTHON_DOWNLOADS="never")
-        _run([uv, "venv", "--quiet", "--python", req["python"], "--python-preference", "only-system", env],
-             uv_env, "creating the environment")
-        _run([uv, "pip", "install", "--quiet", "--offline", "--no-index", "--no-deps", "--require-hashes",
-              "--find-links", links, "--python", os.path.join(env, "bin", "python"), "-r", reqs],
-             uv_env, "installing the bundle's wheels")
+        uv_env = dict(
+            os.environ,
+            UV_CACHE_DIR=os.path.join(layout.root, "uv-cache"),
+            UV_NO_CONFIG="1",
+            UV_PYTHON_DOWNLOADS="never",
+        )
+        _run(
+            [uv, "venv", "--quiet", "--python", req["python"], "--python-preference", "only-system", env],
+            uv_env,
+            "creating the environment",
+        )
+        _run(
+            [
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--offline",
+                "--no-index",
+                "--no-deps",
+                "--require-hashes",
+                "--find-links",
+                links,
+                "--python",
+                os.path.join(env, "bin", "python"),
+                "-r",
+                reqs,
+            ],
+            uv_env,
+            "installing the bundle's wheels",
+        )
         installed = _installed_versions(os.path.join(env, "bin", "python"))
-        wrong = {w["name"]: (w["version"], installed.get(w["name"])) for w in req["wheels"]
-                 if installed.get(w["name"]) != w["version"]}
+        wrong = {
+            w["name"]: (w["version"], installed.get(w["name"]))
+            for w in req["wheels"]
+            if installed.get(w["name"]) != w["version"]
+        }
         if wrong:
-            raise DeployFailure("installed versions differ from the lock: " + ", ".join(
-                f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items())))
+            raise DeployFailure(
+                "installed versions differ from the lock: "
+                + ", ".join(f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items()))
+            )
         with _lane_mutex(layout, req["lane"]):
             _require_lock(layout, req, "marking the environment complete")
-        manifest = {"schema_version": SCHEMA_VERSION, "bundle_id": bundle_id, "bundle": req["bundle"],
-                    "python": req["python"], "lock_digest": req.get("lock_digest"),
-                    "distributions": {w["name"]: w["version"] for w in req["wheels"]},
-                    "installed_at": time.time()}
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "bundle_id": bundle_id,
+            "bundle": req["bundle"],
+            "python": req["python"],
+            "lock_digest": req.get("lock_digest"),
+            "distributions": {w["name"]: w["version"] for w in req["wheels"]},
+            "installed_at": time.time(),
+        }
         _write_atomic(os.path.join(env, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
         _write_atomic(os.path.join(env, COMPLETE), "")
     except _LockLost:
@@ -389,8 +438,9 @@ def install(req: dict) -> dict:
     except BaseException as exc:
         shutil.rmtree(env, ignore_errors=True)
         if isinstance(exc, OSError) and exc.errno == 28:
-            raise DeployFailure(f"no space left on device under {layout.root} "
-                                f"({shutil.disk_usage(layout.root).free // 2**20} MiB free)") from None
+            raise DeployFailure(
+                f"no space left on device under {layout.root} ({shutil.disk_usage(layout.root).free // 2**20} MiB free)"
+            ) from None
         raise
     finally:
         shutil.rmtree(links, ignore_errors=True)
@@ -408,9 +458,11 @@ def _run(argv: list[str], env: dict, what: str) -> None:
 
 
 def _installed_versions(python: str) -> dict:
-    code = ("import json, importlib.metadata as m, re\n"
-            "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
-            "for d in m.distributions()}))")
+    code = (
+        "import json, importlib.metadata as m, re\n"
+        "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
+        "for d in m.distributions()}))"
+    )
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
         raise DeployFailure(f"cannot list installed distributions: {proc.stderr.strip()[-300:]}")
@@ -435,9 +487,17 @@ def _activate(layout: Layout, req: dict) -> dict:
         _swap(layout.active(lane), bundle_id)
         if previous:
             _swap(layout.previous(lane), previous)
-    receipt = {"schema_version": SCHEMA_VERSION, "event": "deploy", "lane": lane, "bundle": req["bundle"],
-               "bundle_id": bundle_id, "lock_digest": req.get("lock_digest"), "previous": previous,
-               "time": time.time(), "controller": req.get("holder", {}).get("controller")}
+    receipt = {
+        "schema_version": SCHEMA_VERSION,
+        "event": "deploy",
+        "lane": lane,
+        "bundle": req["bundle"],
+        "bundle_id": bundle_id,
+        "lock_digest": req.get("lock_digest"),
+        "previous": previous,
+        "time": time.time(),
+        "controller": req.get("holder", {}).get("controller"),
+    }
     _append(layout.deploy_receipts(lane), receipt)
     _release(layout, req)
     return {"active": bundle_id, "previous": previous, "receipt": receipt}
@@ -483,8 +543,17 @@ def rollback(req: dict) -> dict:
     _swap(layout.active(lane), previous)
     if current:
         _swap(layout.previous(lane), current)
-    _append(layout.deploy_receipts(lane), {"schema_version": SCHEMA_VERSION, "event": "rollback", "lane": lane,
-                                           "bundle_id": previous, "previous": current, "time": time.time()})
+    _append(
+        layout.deploy_receipts(lane),
+        {
+            "schema_version": SCHEMA_VERSION,
+            "event": "rollback",
+            "lane": lane,
+            "bundle_id": previous,
+            "previous": current,
+            "time": time.time(),
+        },
+    )
     return {"active": previous, "previous": current}
 
 
@@ -501,9 +570,13 @@ def status(req: dict) -> dict:
                     manifest = json.load(fh)
             except (OSError, ValueError):
                 manifest = None
-        lanes[lane] = {"active": active, "previous": _env_id(layout, layout.previous(lane)),
-                       "complete": bool(active) and _complete(layout, active),
-                       "bundle": (manifest or {}).get("bundle"), "lock": _read_lock(layout.deploy_lock(lane))}
+        lanes[lane] = {
+            "active": active,
+            "previous": _env_id(layout, layout.previous(lane)),
+            "complete": bool(active) and _complete(layout, active),
+            "bundle": (manifest or {}).get("bundle"),
+            "lock": _read_lock(layout.deploy_lock(lane)),
+        }
     return {"lanes": lanes}
 
 
@@ -513,9 +586,19 @@ def heartbeat(req: dict) -> dict:
     return _heartbeat(req)
 
 
-ACTIONS = {"begin": begin, "heartbeat": heartbeat, "receive": receive, "serve": serve, "stop-serve": stop_serve,
-           "fetch": fetch, "install": install, "activate": activate, "unlock": unlock, "rollback": rollback,
-           "status": status}
+ACTIONS = {
+    "begin": begin,
+    "heartbeat": heartbeat,
+    "receive": receive,
+    "serve": serve,
+    "stop-serve": stop_serve,
+    "fetch": fetch,
+    "install": install,
+    "activate": activate,
+    "unlock": unlock,
+    "rollback": rollback,
+    "status": status,
+}
 
 
 def _heartbeat(req: dict) -> dict:
@@ -566,8 +649,11 @@ def main(argv: list[str]) -> int:
             except OSError as exc:  # e.g. a full disk: the action itself says what is wrong
                 print(f"heartbeat failed: {exc}", file=sys.stderr)
         beating = argv[0] in LONG_ACTIONS and "holder" in req
-        with _heartbeating(req, float(req.get("heartbeat_every", HEARTBEAT_EVERY))) if beating \
-                else contextlib.nullcontext():
+        with (
+            _heartbeating(req, float(req.get("heartbeat_every", HEARTBEAT_EVERY)))
+            if beating
+            else contextlib.nullcontext()
+        ):
             out = ACTIONS[argv[0]](req)
         ok = True
     except DeployFailure as exc:

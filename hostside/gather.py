@@ -39,8 +39,14 @@ def listing(run_dir: str) -> dict:
             entry = {"size": None, "mtime": None, "sha256": None, "error": str(exc)}
         files[name] = entry
     record = lp.read_json(os.path.join(run_dir, lp.RECORD_FILE)) or {}
-    return {"ok": True, "run_dir": run_dir, "exists": True, "files": files, "phase": record.get("phase"),
-            "live": not os.path.exists(os.path.join(run_dir, lp.EXIT_FILE))}
+    return {
+        "ok": True,
+        "run_dir": run_dir,
+        "exists": True,
+        "files": files,
+        "phase": record.get("phase"),
+        "live": not os.path.exists(os.path.join(run_dir, lp.EXIT_FILE)),
+    }
 
 
 def main(argv: list[str]) -> int:

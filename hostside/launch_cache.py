@@ -61,9 +61,8 @@ import sys
 import threading
 import time
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, receipt_facts
 from hostside import launch_proc as lp
-from hostside import receipt_facts
 
 FRONTENDS = ("jax", "torch_xla")
 LEASE_FILE = "writer.lease"
@@ -94,8 +93,7 @@ class CacheRefusal(Exception):
 
 def count_entries(path: str | None, frontend: str) -> dict:
     """{path, exists, entries, bytes, last_write} of one frontend's cache directory."""
-    out = {"path": path, "exists": bool(path) and os.path.isdir(path), "entries": 0, "bytes": 0,
-           "last_write": None}
+    out = {"path": path, "exists": bool(path) and os.path.isdir(path), "entries": 0, "bytes": 0, "last_write": None}
     if not out["exists"]:
         return out
     suffix = ENTRY_SUFFIX.get(frontend)
@@ -140,8 +138,10 @@ def judge_lease(doc: dict | None, *, now: float, hostname: str, ttl: float, aliv
 
 
 def describe_holder(holder: dict) -> str:
-    return (f"{holder.get('worker', '?')} (host {holder.get('hostname', '?')}, pid {holder.get('pid', '?')}, "
-            f"run {holder.get('run_id', '?')}, bundle {holder.get('bundle_id', '?')})")
+    return (
+        f"{holder.get('worker', '?')} (host {holder.get('hostname', '?')}, pid {holder.get('pid', '?')}, "
+        f"run {holder.get('run_id', '?')}, bundle {holder.get('bundle_id', '?')})"
+    )
 
 
 def _write_new(path: str, doc: dict) -> bool:
@@ -180,19 +180,26 @@ class Lease:
         self.ttl = ttl
         self.interval = interval
         self.nonce = secrets.token_hex(8)
-        self.acquired = None          # "new" | "reclaimed"
-        self.reclaimed_from = None    # the previous holder and why it was reclaimed
-        self.state = "unheld"         # held | released | lost
+        self.acquired = None  # "new" | "reclaimed"
+        self.reclaimed_from = None  # the previous holder and why it was reclaimed
+        self.state = "unheld"  # held | released | lost
         self.lost_reason = None
         self.heartbeats = 0
-        self.on_lost = None           # called once (from the heartbeat thread) when the lease is lost
+        self.on_lost = None  # called once (from the heartbeat thread) when the lease is lost
         self._stop = threading.Event()
         self._thread = None
 
     def _doc(self, now: float) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "kind": "cache-writer-lease", "nonce": self.nonce,
-                "holder": self.holder, "acquired_at": now, "heartbeat_at": now,
-                "heartbeat_interval": self.interval, "ttl": self.ttl}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "cache-writer-lease",
+            "nonce": self.nonce,
+            "holder": self.holder,
+            "acquired_at": now,
+            "heartbeat_at": now,
+            "heartbeat_interval": self.interval,
+            "ttl": self.ttl,
+        }
 
     def acquire(self) -> None:
         """Take the lease, reclaiming an abandoned one; CacheRefusal while another writer's is live."""
@@ -212,7 +219,8 @@ class Lease:
                 raise CacheRefusal(
                     f"the compilation cache {os.path.dirname(self.path)} already has a live writer: "
                     f"{describe_holder(holder)}, {why}. A second writer is refused; wait for that run to end "
-                    f"or stop it (orch stop {holder.get('run_id', 'RUN')})")
+                    f"or stop it (orch stop {holder.get('run_id', 'RUN')})"
+                )
             # Abandoned: move it aside (one contender wins the rename), then create ours.
             aside = f"{self.path}.stale-{self.nonce}"
             try:
@@ -229,10 +237,15 @@ class Lease:
                 os.unlink(aside)
                 continue
             os.unlink(aside)
-            self.reclaimed_from = {**((current or {}).get("holder") or {}), "reason": why,
-                                   "heartbeat_at": (current or {}).get("heartbeat_at")}
-        raise CacheRefusal(f"could not take the writer lease {self.path} after {LEASE_ATTEMPTS} attempts "
-                           "(other writers keep taking it)")
+            self.reclaimed_from = {
+                **((current or {}).get("holder") or {}),
+                "reason": why,
+                "heartbeat_at": (current or {}).get("heartbeat_at"),
+            }
+        raise CacheRefusal(
+            f"could not take the writer lease {self.path} after {LEASE_ATTEMPTS} attempts "
+            "(other writers keep taking it)"
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._beat, name="orch-cache-lease", daemon=True)
@@ -255,8 +268,11 @@ class Lease:
             return True  # unreadable for a moment: look again at the next beat
         if (current or {}).get("nonce") != self.nonce:
             self.state = "lost"
-            self.lost_reason = ("the lease file was removed" if current is None else
-                                f"taken over by {describe_holder(current.get('holder') or {})}")
+            self.lost_reason = (
+                "the lease file was removed"
+                if current is None
+                else f"taken over by {describe_holder(current.get('holder') or {})}"
+            )
             return False
         self.heartbeats += 1
         try:
@@ -283,9 +299,17 @@ class Lease:
             self.lost_reason = self.lost_reason or "the lease was not ours any more at exit"
 
     def summary(self) -> dict:
-        return {"path": self.path, "state": self.state, "acquired": self.acquired, "holder": self.holder,
-                "reclaimed_from": self.reclaimed_from, "ttl": self.ttl, "heartbeat_interval": self.interval,
-                "heartbeats": self.heartbeats, "lost_reason": self.lost_reason}
+        return {
+            "path": self.path,
+            "state": self.state,
+            "acquired": self.acquired,
+            "holder": self.holder,
+            "reclaimed_from": self.reclaimed_from,
+            "ttl": self.ttl,
+            "heartbeat_interval": self.interval,
+            "heartbeats": self.heartbeats,
+            "lost_reason": self.lost_reason,
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -318,13 +342,18 @@ class JaxEvidence:
         # jax 0.10 records its `cache_misses` event when it writes an entry
         # (compilation_cache.put_executable_and_time), so a miss here is a
         # lookup that found nothing, and the event counts writes.
-        return {"cache_hits": hits, "cache_misses": max(requests - hits, 0),
-                "cache_writes": c.get(JAX_MISSES, 0),
-                "compile_time_saved_sec": round(d.get(JAX_SAVED, 0.0), 4),
-                "compile_time_sec": round(d.get(JAX_COMPILE, 0.0), 4), "compiles": n.get(JAX_COMPILE, 0),
-                "cache_requests": requests, "cache_used": c.get(JAX_USING, 0) > 0,
-                "cache_retrieval_time_sec": round(d.get(JAX_RETRIEVAL, 0.0), 4),
-                "writes_refused": self.writes_refused}
+        return {
+            "cache_hits": hits,
+            "cache_misses": max(requests - hits, 0),
+            "cache_writes": c.get(JAX_MISSES, 0),
+            "compile_time_saved_sec": round(d.get(JAX_SAVED, 0.0), 4),
+            "compile_time_sec": round(d.get(JAX_COMPILE, 0.0), 4),
+            "compiles": n.get(JAX_COMPILE, 0),
+            "cache_requests": requests,
+            "cache_used": c.get(JAX_USING, 0) > 0,
+            "cache_retrieval_time_sec": round(d.get(JAX_RETRIEVAL, 0.0), 4),
+            "writes_refused": self.writes_refused,
+        }
 
 
 def torch_xla_evidence() -> dict:
@@ -336,11 +365,14 @@ def torch_xla_evidence() -> dict:
         return int(value) if value else 0
 
     data = met.metric_data("CompileTime")  # (count, accumulated nanoseconds, samples)
-    return {"cache_hits": counter("PersistentCacheHit"), "cache_misses": counter("PersistentCacheMiss"),
-            "compile_time_saved_sec": None,
-            "compile_time_sec": round(data[1] / 1e9, 4) if data else 0.0,
-            "compiles": int(data[0]) if data else 0,
-            "deserialize_failures": counter("PersistentCacheDeserializeFailure")}
+    return {
+        "cache_hits": counter("PersistentCacheHit"),
+        "cache_misses": counter("PersistentCacheMiss"),
+        "compile_time_saved_sec": None,
+        "compile_time_sec": round(data[1] / 1e9, 4) if data else 0.0,
+        "compiles": int(data[0]) if data else 0,
+        "deserialize_failures": counter("PersistentCacheDeserializeFailure"),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -382,10 +414,23 @@ def init(doc: dict, rec) -> dict:
 
     roots = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
     frontends = [f for f in doc.get("frontends", []) if f in FRONTENDS]
-    state = {"policy": mode, "name": cache.get("name"), "role": role, "roots": roots, "lease": None,
-             "evidence": {}, "bundle_id": bundle_id, "base": fill(plan.get("base")), "shared": plan.get("shared"),
-             "writer": plan.get("writer"), "scope": cache.get("scope"), "frontends": frontends,
-             "configured": {f: False for f in frontends}, "enforcement": [], "caveats": []}
+    state = {
+        "policy": mode,
+        "name": cache.get("name"),
+        "role": role,
+        "roots": roots,
+        "lease": None,
+        "evidence": {},
+        "bundle_id": bundle_id,
+        "base": fill(plan.get("base")),
+        "shared": plan.get("shared"),
+        "writer": plan.get("writer"),
+        "scope": cache.get("scope"),
+        "frontends": frontends,
+        "configured": {f: False for f in frontends},
+        "enforcement": [],
+        "caveats": [],
+    }
     session = Session(rec, state, frontends)
     _SESSION = session
     rec.data["cache"] = state
@@ -395,32 +440,48 @@ def init(doc: dict, rec) -> dict:
     elif mode != "off" and bundle_id is None:
         # Cache entries are keyed by bundle id so two stacks never share them; without one, none.
         state["role"] = role = "off"
-        state["caveats"].append(f"{os.path.realpath(sys.prefix)} is not a deployed bundle environment "
-                                "(<root>/envs/<bundle-id>): no bundle id to key the cache by, so this process "
-                                "runs without a persistent compilation cache")
+        state["caveats"].append(
+            f"{os.path.realpath(sys.prefix)} is not a deployed bundle environment "
+            "(<root>/envs/<bundle-id>): no bundle id to key the cache by, so this process "
+            "runs without a persistent compilation cache"
+        )
     inherited = {k: os.environ[k] for k in _CACHE_ENV if os.environ.get(k)}
     if inherited and role != "off":
         # Unset, not merely outranked: a reader whose root does not exist yet configures nothing,
         # and the frontend would otherwise fall back to the inherited (possibly writable) path.
         for k in inherited:
             os.environ.pop(k, None)
-        state["caveats"].append("the environment sets " + ", ".join(f"{k}={v}" for k, v in inherited.items())
-                                + "; the lane's cache policy replaces it (unset for this process)")
+        state["caveats"].append(
+            "the environment sets "
+            + ", ".join(f"{k}={v}" for k, v in inherited.items())
+            + "; the lane's cache policy replaces it (unset for this process)"
+        )
     elif inherited:
-        state["caveats"].append("the environment sets " + ", ".join(f"{k}={v}" for k, v in inherited.items())
-                                + ": a cache orch does not manage (the lane's cache policy is off)")
+        state["caveats"].append(
+            "the environment sets "
+            + ", ".join(f"{k}={v}" for k, v in inherited.items())
+            + ": a cache orch does not manage (the lane's cache policy is off)"
+        )
 
     if "jax" in frontends:
         session.jax = _listen_to_jax(state)
     if role != "off" and not frontends:
-        state["caveats"].append("the bundle has no frontend with a persistent compilation cache "
-                                "(jax or torch_xla); nothing to configure")
+        state["caveats"].append(
+            "the bundle has no frontend with a persistent compilation cache (jax or torch_xla); nothing to configure"
+        )
     if role == "writer" and frontends:
         ttl = float(cache.get("lease_ttl") or 20.0)
         interval = float(cache.get("heartbeat_interval") or 2.0)
-        holder = {"worker": doc["worker"], "hostname": socket.gethostname(), "pid": os.getpid(),
-                  "starttime": (lp.stat(os.getpid()) or {}).get("starttime"), "run_id": doc["run_id"],
-                  "lane": doc["lane"], "bundle_id": bundle_id, "process_id": doc["process_id"]}
+        holder = {
+            "worker": doc["worker"],
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "starttime": (lp.stat(os.getpid()) or {}).get("starttime"),
+            "run_id": doc["run_id"],
+            "lane": doc["lane"],
+            "bundle_id": bundle_id,
+            "process_id": doc["process_id"],
+        }
         lease = Lease(fill(plan["lease"]), holder, ttl=ttl, interval=interval)
         try:
             lease.acquire()
@@ -438,8 +499,9 @@ def init(doc: dict, rec) -> dict:
             rec.note(text)
             print(f"orch launcher: {text}", file=sys.stderr, flush=True)
     for frontend in frontends:
-        state["evidence"].setdefault(frontend, {})["entries_before"] = count_entries(roots[frontend],
-                                                                                    frontend)["entries"]
+        state["evidence"].setdefault(frontend, {})["entries_before"] = count_entries(roots[frontend], frontend)[
+            "entries"
+        ]
     try:
         if "torch_xla" in frontends and role != "off":
             _setup_torch_xla(roots["torch_xla"], role, state)
@@ -467,8 +529,9 @@ def _listen_to_jax(state: dict) -> JaxEvidence | None:
         monitoring.register_event_listener(evidence.on_event)
         monitoring.register_event_duration_secs_listener(evidence.on_duration)
     except Exception as exc:  # a jax without these hooks: no evidence, said so
-        state["caveats"].append(f"jax.monitoring listeners unavailable ({exc.__class__.__name__}: {exc}); "
-                                "no JAX compile evidence")
+        state["caveats"].append(
+            f"jax.monitoring listeners unavailable ({exc.__class__.__name__}: {exc}); no JAX compile evidence"
+        )
         return None
     return evidence
 
@@ -479,11 +542,15 @@ def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, 
 
     # (cc.is_initialized() only says "enabled" nowadays; these say "already used".)
     if getattr(cc, "_cache_initialized", False) or getattr(cc, "_cache_checked", False):
-        raise CacheRefusal("JAX's compilation cache was already initialised before the launcher could apply the "
-                           "lane's policy (something compiled during import)")
+        raise CacheRefusal(
+            "JAX's compilation cache was already initialised before the launcher could apply the "
+            "lane's policy (something compiled during import)"
+        )
     if role == "reader" and not os.path.isdir(root):
-        state["caveats"].append(f"jax: {root} does not exist yet (the writer has not warmed it); this reader "
-                                "runs without a persistent cache rather than create it")
+        state["caveats"].append(
+            f"jax: {root} does not exist yet (the writer has not warmed it); this reader "
+            "runs without a persistent cache rather than create it"
+        )
         # jax read JAX_COMPILATION_CACHE_DIR when it was imported; that path is not this lane's.
         if jax.config.jax_compilation_cache_dir is not None:
             jax.config.update("jax_compilation_cache_dir", None)
@@ -502,8 +569,10 @@ def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, 
         _refuse_jax_writes(evidence)
         line += "; reader: writes refused in-process, no eviction (reads touch no file)"
     elif int(doc.get("num_processes") or 1) > 1 and int(doc.get("process_id") or 0) != 0:
-        state["caveats"].append(f"jax writes its persistent cache only from process 0: this process "
-                                f"({doc.get('process_id')}) leaves its private cache {root} empty")
+        state["caveats"].append(
+            f"jax writes its persistent cache only from process 0: this process "
+            f"({doc.get('process_id')}) leaves its private cache {root} empty"
+        )
     state["configured"]["jax"] = True
     state["enforcement"].append(line)
 
@@ -546,17 +615,21 @@ def _setup_torch_xla(root: str, role: str, state: dict) -> None:
 
     readonly = role == "reader"
     if readonly and not os.path.isdir(root):
-        state["caveats"].append(f"torch_xla: {root} does not exist yet (the writer has not warmed it); this "
-                                "reader runs without a persistent cache rather than create it")
+        state["caveats"].append(
+            f"torch_xla: {root} does not exist yet (the writer has not warmed it); this "
+            "reader runs without a persistent cache rather than create it"
+        )
         return
     if not readonly:
         os.makedirs(root, exist_ok=True)
     try:
         xr.initialize_cache(root, readonly=readonly)
     except Exception as exc:
-        raise CacheRefusal(f"torch_xla.runtime.initialize_cache({root!r}, readonly={readonly}) failed: "
-                           f"{exc.__class__.__name__}: {exc} (the runtime was initialised before the launcher "
-                           "could apply the lane's cache policy)") from exc
+        raise CacheRefusal(
+            f"torch_xla.runtime.initialize_cache({root!r}, readonly={readonly}) failed: "
+            f"{exc.__class__.__name__}: {exc} (the runtime was initialised before the launcher "
+            "could apply the lane's cache policy)"
+        ) from exc
     state["configured"]["torch_xla"] = True
     state["enforcement"].append(f"torch_xla: initialize_cache({root}, readonly={readonly})")
 
@@ -587,8 +660,11 @@ def close() -> None:
         session.rec.data["cache"] = state
         session.rec.save()
     except Exception as exc:
-        print(f"orch launcher: recording the cache evidence failed: {exc.__class__.__name__}: {exc}",
-              file=sys.stderr, flush=True)
+        print(
+            f"orch launcher: recording the cache evidence failed: {exc.__class__.__name__}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _note_overrides(state: dict) -> None:
@@ -600,13 +676,17 @@ def _note_overrides(state: dict) -> None:
         except Exception:
             now = state["roots"]["jax"]
         if now != state["roots"]["jax"]:
-            state["caveats"].append(f"the program set jax_compilation_cache_dir to {now!r}: it overrode the "
-                                    f"lane's cache policy ({state['roots']['jax']})")
+            state["caveats"].append(
+                f"the program set jax_compilation_cache_dir to {now!r}: it overrode the "
+                f"lane's cache policy ({state['roots']['jax']})"
+            )
     if configured.get("torch_xla"):
         now = os.environ.get("XLA_PERSISTENT_CACHE_PATH")
         if now != state["roots"]["torch_xla"]:
-            state["caveats"].append(f"XLA_PERSISTENT_CACHE_PATH is {now!r} at exit: the program changed the "
-                                    f"lane's torch_xla cache ({state['roots']['torch_xla']})")
+            state["caveats"].append(
+                f"XLA_PERSISTENT_CACHE_PATH is {now!r} at exit: the program changed the "
+                f"lane's torch_xla cache ({state['roots']['torch_xla']})"
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -626,8 +706,13 @@ def _lease_view(path: str, ttl: float) -> dict:
     state, why = judge_lease(doc, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
     out = {"state": state, "reason": why, "path": path}
     if doc:
-        out.update({"holder": doc.get("holder"), "heartbeat_at": doc.get("heartbeat_at"),
-                    "acquired_at": doc.get("acquired_at")})
+        out.update(
+            {
+                "holder": doc.get("holder"),
+                "heartbeat_at": doc.get("heartbeat_at"),
+                "acquired_at": doc.get("acquired_at"),
+            }
+        )
     return out
 
 
@@ -638,13 +723,25 @@ def status(req: dict) -> dict:
     bundles = []
     for bundle_id in _bundle_dirs(lane_dir):
         base = os.path.join(lane_dir, bundle_id)
-        bundles.append({"bundle_id": bundle_id, "active": bundle_id == active_id, "base": base,
-                        "frontends": {f: count_entries(os.path.join(base, f), f) for f in FRONTENDS},
-                        "lease": _lease_view(os.path.join(base, LEASE_FILE), ttl)})
+        bundles.append(
+            {
+                "bundle_id": bundle_id,
+                "active": bundle_id == active_id,
+                "base": base,
+                "frontends": {f: count_entries(os.path.join(base, f), f) for f in FRONTENDS},
+                "lease": _lease_view(os.path.join(base, LEASE_FILE), ttl),
+            }
+        )
     checks_dir = req.get("checks_dir")
     checks = sorted(os.listdir(checks_dir)) if checks_dir and os.path.isdir(checks_dir) else []
-    return {"ok": True, "lane_dir": lane_dir, "exists": bool(lane_dir) and os.path.isdir(lane_dir),
-            "active_bundle": active_id, "bundles": bundles, "checks": checks}
+    return {
+        "ok": True,
+        "lane_dir": lane_dir,
+        "exists": bool(lane_dir) and os.path.isdir(lane_dir),
+        "active_bundle": active_id,
+        "bundles": bundles,
+        "checks": checks,
+    }
 
 
 def _size(path: str) -> int:
@@ -679,8 +776,9 @@ def clear(req: dict) -> dict:
         base = os.path.join(lane_dir, bundle_id)
         lease = _lease_view(os.path.join(base, LEASE_FILE), ttl)
         if lease["state"] == "live":
-            refused.append(f"{base}: its writer is running: {describe_holder(lease.get('holder') or {})}, "
-                           f"{lease['reason']}")
+            refused.append(
+                f"{base}: its writer is running: {describe_holder(lease.get('holder') or {})}, {lease['reason']}"
+            )
             continue
         freed += _size(base)
         shutil.rmtree(base, ignore_errors=True)

@@ -46,15 +46,24 @@ def stop(run_dir: str, grace: float, reason: str) -> dict:
         os.makedirs(run_dir, exist_ok=True)
         lp.write_json_atomic(stop_path, {"reason": reason, "time": time.time()})
     if launch is None:
-        return {"ok": True, "note": f"no run in {run_dir} yet; a later start of it will refuse",
-                "term": [], "kill": [], "left": []}
+        return {
+            "ok": True,
+            "note": f"no run in {run_dir} yet; a later start of it will refuse",
+            "term": [],
+            "kill": [],
+            "left": [],
+        }
     pidinfo = f["pid"] or {}
-    report = lp.terminate(lambda: lp.run_members(launch["run_id"], launch["worker"], pidinfo),
-                          grace=grace, pgid=lp.verified_pgid(pidinfo))
+    report = lp.terminate(
+        lambda: lp.run_members(launch["run_id"], launch["worker"], pidinfo), grace=grace, pgid=lp.verified_pgid(pidinfo)
+    )
     # The supervisor writes exit.json once the user process is reaped; wait for it briefly.
     deadline = time.monotonic() + 3.0
-    while (lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime"))
-           and not os.path.exists(os.path.join(run_dir, lp.EXIT_FILE)) and time.monotonic() < deadline):
+    while (
+        lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime"))
+        and not os.path.exists(os.path.join(run_dir, lp.EXIT_FILE))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     return {"ok": not report["left"], **report, "exit": lp.read_json(os.path.join(run_dir, lp.EXIT_FILE))}
 
@@ -77,9 +86,17 @@ def status(run_dir: str) -> dict:
         log_size = os.path.getsize(os.path.join(run_dir, lp.LOG_FILE))
     except OSError:
         log_size = 0
-    return {"ok": True, "state": state, "phase": record.get("phase"), "pid": pidinfo.get("pid"),
-            "supervisor_pid": pidinfo.get("supervisor_pid"), "processes": [lp.describe(p) for p in members],
-            "exit": done, "started_at": record.get("started_at"), "log_bytes": log_size}
+    return {
+        "ok": True,
+        "state": state,
+        "phase": record.get("phase"),
+        "pid": pidinfo.get("pid"),
+        "supervisor_pid": pidinfo.get("supervisor_pid"),
+        "processes": [lp.describe(p) for p in members],
+        "exit": done,
+        "started_at": record.get("started_at"),
+        "log_bytes": log_size,
+    }
 
 
 def collect(run_dir: str) -> dict:
@@ -105,7 +122,7 @@ def main(argv: list[str]) -> int:
             print(f"no log: {exc}", file=sys.stderr)
             return 1
         if args.tail is not None:
-            data = b"\n".join(data.rstrip(b"\n").split(b"\n")[-args.tail:]) + b"\n"
+            data = b"\n".join(data.rstrip(b"\n").split(b"\n")[-args.tail :]) + b"\n"
         sys.stdout.buffer.write(data)
         return 0
     if args.verb == "release":

@@ -34,9 +34,14 @@ def active_bundle(root: str, lane: str) -> dict:
     link = os.path.join(root, "lanes", lane, "active")
     target = os.path.realpath(link) if os.path.lexists(link) else None
     python = os.path.join(link, "bin", "python")
-    return {"path": link, "exists": bool(target and os.path.isdir(target)), "target": target,
-            "bundle_id": os.path.basename(target) if target else None,
-            "python": python, "python_ok": os.access(python, os.X_OK)}
+    return {
+        "path": link,
+        "exists": bool(target and os.path.isdir(target)),
+        "target": target,
+        "bundle_id": os.path.basename(target) if target else None,
+        "python": python,
+        "python_ok": os.access(python, os.X_OK),
+    }
 
 
 def port_free(port: int) -> tuple[bool, str | None]:
@@ -90,8 +95,16 @@ def earlier_runs(root: str, current: str) -> list[dict]:
         supervisor = pidinfo.get("supervisor_pid")
         sup_alive = lp.alive(supervisor, pidinfo.get("supervisor_starttime"))
         if members or sup_alive:
-            out.append({"run_id": launch["run_id"], "run_dir": run_dir, "pidinfo": pidinfo, "worker": launch["worker"],
-                        "supervisor_alive": sup_alive, "processes": [lp.describe(p) for p in members]})
+            out.append(
+                {
+                    "run_id": launch["run_id"],
+                    "run_dir": run_dir,
+                    "pidinfo": pidinfo,
+                    "worker": launch["worker"],
+                    "supervisor_alive": sup_alive,
+                    "processes": [lp.describe(p) for p in members],
+                }
+            )
     return out
 
 
@@ -152,8 +165,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--grace", type=float, default=5.0)
     parser.add_argument("--lockfile", default="/tmp/libtpu_lockfile")
     args = parser.parse_args(argv)
-    req = {"root": args.root, "lane": args.lane, "run_id": args.run_id, "ports": args.port,
-           "reclaim": args.reclaim, "grace": args.grace, "lockfile": args.lockfile}
+    req = {
+        "root": args.root,
+        "lane": args.lane,
+        "run_id": args.run_id,
+        "ports": args.port,
+        "reclaim": args.reclaim,
+        "grace": args.grace,
+        "lockfile": args.lockfile,
+    }
     print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "launch_preflight", **preflight(req)}))
     return 0
 

@@ -66,9 +66,14 @@ def stat(pid: int) -> dict | None:
             text = fh.read()
     except OSError:
         return None
-    rest = text[text.rfind(")") + 2:].split()
-    return {"state": rest[0], "ppid": int(rest[1]), "pgid": int(rest[2]), "sid": int(rest[3]),
-            "starttime": int(rest[19])}
+    rest = text[text.rfind(")") + 2 :].split()
+    return {
+        "state": rest[0],
+        "ppid": int(rest[1]),
+        "pgid": int(rest[2]),
+        "sid": int(rest[3]),
+        "starttime": int(rest[19]),
+    }
 
 
 def alive(pid: int | None, starttime: int | None = None) -> bool:
@@ -111,8 +116,12 @@ def pids() -> list[int]:
 def describe(pid: int) -> dict:
     """pid, command line and, if it belongs to an orch run, that run's id."""
     env = environ(pid) or {}
-    return {"pid": pid, "command": cmdline(pid)[:300], "orch_run": env.get("ORCH_RUN_ID"),
-            "orch_worker": env.get("ORCH_WORKER")}
+    return {
+        "pid": pid,
+        "command": cmdline(pid)[:300],
+        "orch_run": env.get("ORCH_RUN_ID"),
+        "orch_worker": env.get("ORCH_WORKER"),
+    }
 
 
 def verified_pgid(pidinfo: dict | None) -> int | None:

@@ -42,9 +42,16 @@ def start(doc: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
     env["PYTHONPATH"] = hostside_root
     with open(os.path.join(run_dir, lp.SUPERVISOR_LOG), "ab") as log:
-        sup = subprocess.Popen([sys.executable, "-m", "hostside.launch_supervise", run_dir],
-                               stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                               start_new_session=True, close_fds=True, cwd=run_dir)
+        sup = subprocess.Popen(
+            [sys.executable, "-m", "hostside.launch_supervise", run_dir],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            cwd=run_dir,
+        )
     # The supervisor writes the pid file once the user process exists (or
     # exit.json when it could not start it); wait for either.
     deadline = time.monotonic() + START_WAIT
@@ -54,8 +61,7 @@ def start(doc: dict) -> dict:
             return {"ok": True, **info}
         done = lp.read_json(os.path.join(run_dir, lp.EXIT_FILE))
         if done:
-            return {"ok": False, "error": done.get("reason", "the user process could not be started"),
-                    "exit": done}
+            return {"ok": False, "error": done.get("reason", "the user process could not be started"), "exit": done}
         if sup.poll() is not None:
             break
         time.sleep(0.01)
@@ -72,8 +78,16 @@ def main(argv: list[str]) -> int:
     try:
         doc = json.load(sys.stdin)
     except ValueError as exc:
-        print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "launch_start", "ok": False,
-                          "error": f"cannot read the launch document on stdin: {exc}"}))
+        print(
+            json.dumps(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "job": "launch_start",
+                    "ok": False,
+                    "error": f"cannot read the launch document on stdin: {exc}",
+                }
+            )
+        )
         return 1
     result = start(doc)
     print(json.dumps({"schema_version": SCHEMA_VERSION, "job": "launch_start", **result}))

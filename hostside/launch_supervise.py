@@ -52,23 +52,48 @@ def supervise(run_dir: str) -> int:
     cwd = doc.get("cwd") or os.path.expanduser("~")
     log = open(os.path.join(run_dir, lp.LOG_FILE), "ab")
     try:
-        proc = subprocess.Popen([doc["python"], "-m", "hostside.launcher", os.path.join(run_dir, lp.LAUNCH_FILE)],
-                                cwd=cwd, env=child_env(doc, hostside_root), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [doc["python"], "-m", "hostside.launcher", os.path.join(run_dir, lp.LAUNCH_FILE)],
+            cwd=cwd,
+            env=child_env(doc, hostside_root),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as exc:
         reason = f"cannot start {doc['python']} in {cwd}: {exc.strerror or exc}"
         log.write(f"orch launcher: {reason}\n".encode())
         log.close()
-        lp.write_json_atomic(exit_path, {"schema_version": SCHEMA_VERSION, "exit_code": 127, "signal": None,
-                                         "reason": reason, "ended_at": time.time()})
+        lp.write_json_atomic(
+            exit_path,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "exit_code": 127,
+                "signal": None,
+                "reason": reason,
+                "ended_at": time.time(),
+            },
+        )
         return 1
     log.close()
     st = lp.stat(proc.pid) or {}
     me = lp.stat(os.getpid()) or {}
-    pidinfo = {"schema_version": SCHEMA_VERSION, "run_id": doc["run_id"], "worker": doc["worker"],
-               "pid": proc.pid, "pgid": proc.pid, "sid": proc.pid, "starttime": st.get("starttime"),
-               "supervisor_pid": os.getpid(), "supervisor_starttime": me.get("starttime"),
-               "started_at": time.time(), "python": doc["python"], "cwd": cwd}
+    pidinfo = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": doc["run_id"],
+        "worker": doc["worker"],
+        "pid": proc.pid,
+        "pgid": proc.pid,
+        "sid": proc.pid,
+        "starttime": st.get("starttime"),
+        "supervisor_pid": os.getpid(),
+        "supervisor_starttime": me.get("starttime"),
+        "started_at": time.time(),
+        "python": doc["python"],
+        "cwd": cwd,
+    }
     lp.write_json_atomic(os.path.join(run_dir, lp.PID_FILE), pidinfo)
 
     stop_requested = []
@@ -92,14 +117,23 @@ def supervise(run_dir: str) -> int:
         reason = f"killed by signal {sig} ({_signame(sig)})"
     else:
         reason = f"exit code {code}"
-    lp.write_json_atomic(exit_path, {"schema_version": SCHEMA_VERSION, "exit_code": code, "signal": sig,
-                                     "signal_name": _signame(sig) if sig else None, "reason": reason,
-                                     "stopped": bool(stop or stop_requested or timed_out),
-                                     "ended_at": time.time()})
+    lp.write_json_atomic(
+        exit_path,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "exit_code": code,
+            "signal": sig,
+            "signal_name": _signame(sig) if sig else None,
+            "reason": reason,
+            "stopped": bool(stop or stop_requested or timed_out),
+            "ended_at": time.time(),
+        },
+    )
     _finish_record(run_dir, code, sig, reason)
     # The leader is reaped: its group id is no longer ours to signal, the environment still is.
-    leftovers = lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
-                             grace=LEFTOVER_GRACE, pgid=None)
+    leftovers = lp.terminate(
+        lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo), grace=LEFTOVER_GRACE, pgid=None
+    )
     if leftovers["term"]:
         _log(f"ended leftover processes of the run: {leftovers}")
     return 0
@@ -125,8 +159,11 @@ def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list,
                 deadline = release.get("release_at", time.time()) + timeout + TIMEOUT_SLACK
         if (deadline is not None and time.time() > deadline) or stop_requested:
             timed_out = not stop_requested
-            lp.terminate(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
-                         grace=doc.get("grace", 5.0), pgid=lp.verified_pgid(pidinfo))
+            lp.terminate(
+                lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
+                grace=doc.get("grace", 5.0),
+                pgid=lp.verified_pgid(pidinfo),
+            )
             return proc.wait(), timed_out
         try:
             if pidfd is not None:
@@ -145,8 +182,14 @@ def _finish_record(run_dir: str, code, sig, reason: str) -> None:
         return
     if record.get("exit") and record["exit"].get("source") == "launcher" and not sig:
         return
-    record["exit"] = {**(record.get("exit") or {}), "code": code, "signal": sig, "reason": reason,
-                      "ended_at": time.time(), "source": "supervisor"}
+    record["exit"] = {
+        **(record.get("exit") or {}),
+        "code": code,
+        "signal": sig,
+        "reason": reason,
+        "ended_at": time.time(),
+        "source": "supervisor",
+    }
     record["phase"] = "exited"
     lp.write_json_atomic(path, record)
 

@@ -24,8 +24,18 @@ import tarfile
 from hostside import SCHEMA_VERSION
 from hostside.files import sha256_file as file_hash
 
-SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv",
-             "venv", ".ipynb_checkpoints"}
+SKIP_DIRS = {
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".venv",
+    "venv",
+    ".ipynb_checkpoints",
+}
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
@@ -35,8 +45,7 @@ def manifest(directory: str) -> dict[str, list]:
     if not os.path.isdir(directory):
         return files
     for dirpath, dirnames, filenames in os.walk(directory):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS
-                             and not os.path.islink(os.path.join(dirpath, d)))
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not os.path.islink(os.path.join(dirpath, d)))
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             if name.endswith(SKIP_SUFFIXES) or os.path.islink(path) or not os.path.isfile(path):
@@ -73,8 +82,13 @@ def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
             os.rmdir(dirpath)
     have = manifest(directory)
     mismatches = sorted(rel for rel, (digest, _) in wanted.items() if have.get(rel, [None])[0] != digest)
-    return {"ok": not mismatches, "changed": changed, "deleted": deleted, "verified": len(wanted) - len(mismatches),
-            "mismatches": mismatches}
+    return {
+        "ok": not mismatches,
+        "changed": changed,
+        "deleted": deleted,
+        "verified": len(wanted) - len(mismatches),
+        "mismatches": mismatches,
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -74,8 +74,7 @@ class LogFollower:
 
 
 def watch(run_dir: str, offset: int, until: str) -> int:
-    paths = {name: os.path.join(run_dir, name) for name in
-             (lp.PID_FILE, lp.LOG_FILE, lp.RECORD_FILE, lp.EXIT_FILE)}
+    paths = {name: os.path.join(run_dir, name) for name in (lp.PID_FILE, lp.LOG_FILE, lp.RECORD_FILE, lp.EXIT_FILE)}
     follower = LogFollower(paths[lp.LOG_FILE], offset)
     deadline = time.monotonic() + START_WAIT
     pidinfo = None
@@ -87,8 +86,14 @@ def watch(run_dir: str, offset: int, until: str) -> int:
             event("exit", **done, tail=log_tail(paths[lp.LOG_FILE]))
             return 0
         if pidinfo is None and time.monotonic() > deadline:
-            event("exit", exit_code=None, signal=None, lost=True,
-                  reason=f"the run never started on this worker (no {paths[lp.PID_FILE]})", tail="")
+            event(
+                "exit",
+                exit_code=None,
+                signal=None,
+                lost=True,
+                reason=f"the run never started on this worker (no {paths[lp.PID_FILE]})",
+                tail="",
+            )
             return 0
         if pidinfo is None:
             time.sleep(POLL)
@@ -111,11 +116,17 @@ def watch(run_dir: str, offset: int, until: str) -> int:
             record_sig = sig
             record = lp.read_json(paths[lp.RECORD_FILE]) or {}
             for phase, kind in (("ready", "ready"), ("running", "started")):
-                if kind not in phases_seen and (record.get(f"{phase}_at") if phase == "ready"
-                                                else record.get("started_at")):
+                if kind not in phases_seen and (
+                    record.get(f"{phase}_at") if phase == "ready" else record.get("started_at")
+                ):
                     phases_seen.add(kind)
-                    event(kind, ready_at=record.get("ready_at"), started_at=record.get("started_at"),
-                          release_at=record.get("release_at"), released_at=record.get("released_at"))
+                    event(
+                        kind,
+                        ready_at=record.get("ready_at"),
+                        started_at=record.get("started_at"),
+                        release_at=record.get("release_at"),
+                        released_at=record.get("released_at"),
+                    )
                     if kind == "started" and until == "started":
                         return 0
         done = lp.read_json(paths[lp.EXIT_FILE])
@@ -129,10 +140,16 @@ def watch(run_dir: str, offset: int, until: str) -> int:
             if time.monotonic() - supervisor_gone_since > 1.0:
                 follower.pump(final=True)
                 running = lp.alive(pidinfo.get("pid"), pidinfo.get("starttime"))
-                event("exit", exit_code=None, signal=None, lost=True, still_running=running,
-                      reason="the supervisor is gone" + (" (the user process still runs)" if running
-                                                         else "; exit status unknown"),
-                      tail=log_tail(paths[lp.LOG_FILE]))
+                event(
+                    "exit",
+                    exit_code=None,
+                    signal=None,
+                    lost=True,
+                    still_running=running,
+                    reason="the supervisor is gone"
+                    + (" (the user process still runs)" if running else "; exit status unknown"),
+                    tail=log_tail(paths[lp.LOG_FILE]),
+                )
                 return 0
         now = time.monotonic()
         if now - last_beat >= HEARTBEAT:

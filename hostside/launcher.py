@@ -45,9 +45,8 @@ import sys
 import time
 import traceback
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, receipt_facts, redact
 from hostside import launch_proc as lp
-from hostside import receipt_facts, redact
 
 # Stale folklore refused on every lane (FIELD-GUIDE section 3), on top of the
 # profile's own `forbid` list.
@@ -107,8 +106,9 @@ class Record:
         }
 
     def step(self, name: str, status: str, started: float, detail: str = "", **extra) -> None:
-        self.data["steps"].append({"name": name, "status": status, "started": started, "ended": time.time(),
-                                   "detail": detail, **extra})
+        self.data["steps"].append(
+            {"name": name, "status": status, "started": started, "ended": time.time(), "detail": detail, **extra}
+        )
         self.save()
 
     def note(self, text: str) -> None:
@@ -141,15 +141,25 @@ def apply_policy(doc: dict, rec: Record) -> None:
         os.environ.pop("PYTHONPATH", None)
     for key, value in env.items():
         os.environ[key] = value
-    forbidden = {var: FOLKLORE.get(var, "is forbidden by the lane's runtime profile")
-                 for var in [*doc.get("forbid", []), *FOLKLORE] if var in os.environ}
+    forbidden = {
+        var: FOLKLORE.get(var, "is forbidden by the lane's runtime profile")
+        for var in [*doc.get("forbid", []), *FOLKLORE]
+        if var in os.environ
+    }
     if forbidden:
         lines = [f"{var}={redact.value(var, os.environ[var])!r} is set: {why}" for var, why in forbidden.items()]
-        origin = "the lane's runtime profile" if any(v in env for v in forbidden) else \
-            "the worker's environment (its shell startup files or sshd's environment)"
+        origin = (
+            "the lane's runtime profile"
+            if any(v in env for v in forbidden)
+            else "the worker's environment (its shell startup files or sshd's environment)"
+        )
         raise Refusal("refusing to start: " + "; ".join(lines) + f". It comes from {origin}; unset it there.")
-    rec.data["policy"] = {"profile": doc.get("profile"), "env": redact.env(env), "forbid": list(doc.get("forbid", [])),
-                          "checked_absent": sorted(set(doc.get("forbid", [])) | set(FOLKLORE))}
+    rec.data["policy"] = {
+        "profile": doc.get("profile"),
+        "env": redact.env(env),
+        "forbid": list(doc.get("forbid", [])),
+        "checked_absent": sorted(set(doc.get("forbid", [])) | set(FOLKLORE)),
+    }
     rec.step("policy", "done", t0, f"{len(env)} variables set before any frontend import")
     if hostside_root and hostside_root in sys.path:
         sys.path.remove(hostside_root)
@@ -159,8 +169,10 @@ def check_target(doc: dict, rec: Record) -> None:
     """Refuse before the start barrier when the script is not on this worker."""
     target = doc["target"]
     if target["kind"] == "script" and not os.path.isfile(target["path"]):
-        raise Refusal(f"script {target['path']} not found on this worker (cwd {os.getcwd()}); "
-                      "copy it there or launch with --workdir")
+        raise Refusal(
+            f"script {target['path']} not found on this worker (cwd {os.getcwd()}); "
+            "copy it there or launch with --workdir"
+        )
 
 
 def import_frontends(doc: dict, rec: Record) -> None:
@@ -173,8 +185,10 @@ def import_frontends(doc: dict, rec: Record) -> None:
                 importlib.import_module(module)
             except Exception as exc:
                 rec.step(f"import {module}", "failed", t0, f"{exc.__class__.__name__}: {exc}")
-                raise Refusal(f"cannot import {module} under {sys.executable} "
-                              f"(bundle {doc.get('bundle')}): {exc.__class__.__name__}: {exc}") from exc
+                raise Refusal(
+                    f"cannot import {module} under {sys.executable} "
+                    f"(bundle {doc.get('bundle')}): {exc.__class__.__name__}: {exc}"
+                ) from exc
         rec.step(f"import {frontend}", "done", t0)
     rec.data["versions"] = receipt_facts.installed_versions(doc.get("distributions", []))
     rec.data["versions_reported"] = receipt_facts.reported_versions()
@@ -212,8 +226,9 @@ def wait_for_release(doc: dict, rec: Record) -> None:
         if stopped:
             raise Refusal(f"stopped by orch before the release ({stopped.get('reason', 'stop')})")
         if time.monotonic() > deadline:
-            raise Refusal(f"never released: no start signal within {doc.get('ready_timeout', 600)}s "
-                          "(the controller is gone?)")
+            raise Refusal(
+                f"never released: no start signal within {doc.get('ready_timeout', 600)}s (the controller is gone?)"
+            )
         time.sleep(RELEASE_POLL)
     release_at = float(release.get("release_at") or time.time())
     delay = release_at - time.time()
@@ -237,12 +252,20 @@ def run_contract(doc: dict, rec: Record) -> None:
         elif action == "jax.distributed.initialize":
             _jax_initialize(doc, rec, t0)
         elif action == "jax.runtime-discovery":
-            rec.step("distributed-init", "delegated", t0, "jax on TPU: the runtime discovers the slice; "
-                     "the script calls jax.distributed.initialize() itself")
+            rec.step(
+                "distributed-init",
+                "delegated",
+                t0,
+                "jax on TPU: the runtime discovers the slice; the script calls jax.distributed.initialize() itself",
+            )
         elif action == "torch.distributed.env":
             keys = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK")
-            rec.step("distributed-init", "env", t0, "torch.distributed rendezvous via env:// ("
-                     + ", ".join(f"{k}={os.environ.get(k)}" for k in keys) + ")")
+            rec.step(
+                "distributed-init",
+                "env",
+                t0,
+                "torch.distributed rendezvous via env:// (" + ", ".join(f"{k}={os.environ.get(k)}" for k in keys) + ")",
+            )
         else:
             rec.step(action, "unknown", t0, "this launcher does not know the step; skipped")
 
@@ -251,8 +274,11 @@ def _jax_initialize(doc: dict, rec: Record, t0: float) -> None:
     import jax
     import jax.distributed as jd
 
-    kwargs = {"coordinator_address": doc["coordinator"], "num_processes": doc["num_processes"],
-              "process_id": doc["process_id"]}
+    kwargs = {
+        "coordinator_address": doc["coordinator"],
+        "num_processes": doc["num_processes"],
+        "process_id": doc["process_id"],
+    }
     jd.initialize(**kwargs)
     _bind_gloo(doc.get("address"), rec)
     original = jd.initialize
@@ -260,9 +286,11 @@ def _jax_initialize(doc: dict, rec: Record, t0: float) -> None:
     def initialize(*args, **given):
         """orch's launcher already initialised jax.distributed for this process."""
         passed = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in given.items()])
-        rec.note(f"the script called jax.distributed.initialize({passed}); the launcher already did "
-                 f"({kwargs['coordinator_address']}, process {kwargs['process_id']} of "
-                 f"{kwargs['num_processes']}), so the call was a no-op")
+        rec.note(
+            f"the script called jax.distributed.initialize({passed}); the launcher already did "
+            f"({kwargs['coordinator_address']}, process {kwargs['process_id']} of "
+            f"{kwargs['num_processes']}), so the call was a no-op"
+        )
         return None
 
     initialize.__wrapped__ = original
@@ -270,10 +298,14 @@ def _jax_initialize(doc: dict, rec: Record, t0: float) -> None:
     if getattr(jax, "distributed", None) is not jd:
         jax.distributed = jd
     rec.data["jax_distributed_owner"] = "launcher"
-    rec.step("distributed-init", "done", t0,
-             f"jax.distributed.initialize(coordinator_address={kwargs['coordinator_address']!r}, "
-             f"num_processes={kwargs['num_processes']}, process_id={kwargs['process_id']}); "
-             "later calls by the script are no-ops")
+    rec.step(
+        "distributed-init",
+        "done",
+        t0,
+        f"jax.distributed.initialize(coordinator_address={kwargs['coordinator_address']!r}, "
+        f"num_processes={kwargs['num_processes']}, process_id={kwargs['process_id']}); "
+        "later calls by the script are no-ops",
+    )
 
 
 def _bind_gloo(address: str | None, rec: Record) -> None:
@@ -293,8 +325,7 @@ def _bind_gloo(address: str | None, rec: Record) -> None:
             return
 
         def make_gloo_tcp_collectives(distributed_client, hostname=None, interface=None):
-            return original(distributed_client=distributed_client, hostname=hostname or address,
-                            interface=interface)
+            return original(distributed_client=distributed_client, hostname=hostname or address, interface=interface)
 
         make_gloo_tcp_collectives.__orch_bound__ = True
         _jax.make_gloo_tcp_collectives = make_gloo_tcp_collectives
@@ -394,15 +425,25 @@ def main(argv: list[str]) -> int:
     except Refusal as exc:
         _say(str(exc))
         rec.data["phase"] = "exited"
-        rec.data["exit"] = {"code": 2, "signal": None, "ended_at": time.time(), "source": "launcher",
-                            "reason": str(exc)}
+        rec.data["exit"] = {
+            "code": 2,
+            "signal": None,
+            "ended_at": time.time(),
+            "source": "launcher",
+            "reason": str(exc),
+        }
         rec.save()
         return 2
     except BaseException as exc:
         traceback.print_exc()
         rec.data["phase"] = "exited"
-        rec.data["exit"] = {"code": 1, "signal": None, "ended_at": time.time(), "source": "launcher",
-                            "reason": f"start-up failed before user code: {exc.__class__.__name__}: {exc}"}
+        rec.data["exit"] = {
+            "code": 1,
+            "signal": None,
+            "ended_at": time.time(),
+            "source": "launcher",
+            "reason": f"start-up failed before user code: {exc.__class__.__name__}: {exc}",
+        }
         rec.save()
         return 1
     return run_user_code(doc, rec)

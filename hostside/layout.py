@@ -1,14 +1,14 @@
 """Where orch keeps things on a worker. One place, used by both sides.
 
-    <root>/hostside/<digest>/hostside/   this package, as pushed
-    <root>/store/sha256/<hex>/<wheel>    content-addressed wheel store
-    <root>/envs/<bundle-id>/             one environment per bundle
-    <root>/lanes/<lane>/active           symlink -> ../../envs/<bundle-id>
-    <root>/lanes/<lane>/previous         symlink to the bundle active before
-    <root>/lanes/<lane>/deploy.lock      held while a deploy runs
-    <root>/receipts/deploy/<lane>.jsonl  deploy receipts, one line per deploy
-    <root>/runs/<run-id>/                launch files, logs, receipts of a run
-    <root>/cache/<lane>/<bundle-id>/{jax,torch_xla}   per-host caches
+<root>/hostside/<digest>/hostside/   this package, as pushed
+<root>/store/sha256/<hex>/<wheel>    content-addressed wheel store
+<root>/envs/<bundle-id>/             one environment per bundle
+<root>/lanes/<lane>/active           symlink -> ../../envs/<bundle-id>
+<root>/lanes/<lane>/previous         symlink to the bundle active before
+<root>/lanes/<lane>/deploy.lock      held while a deploy runs
+<root>/receipts/deploy/<lane>.jsonl  deploy receipts, one line per deploy
+<root>/runs/<run-id>/                launch files, logs, receipts of a run
+<root>/cache/<lane>/<bundle-id>/{jax,torch_xla}   per-host caches
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ SAVE_EVERY = 1.0  # seconds: repeated records are written at most this often; ne
 UNREDUCED_FLAG = "recorded as global without a reduction: this may be one process's local value"
 
 _lock = threading.RLock()
-_sink = None        # the launcher's record (has .data and .save()) while bound
-_bound_pid = None   # a forked child must not rewrite its parent's receipt
+_sink = None  # the launcher's record (has .data and .save()) while bound
+_bound_pid = None  # a forked child must not rewrite its parent's receipt
 _last_save = 0.0
 _warned: set[str] = set()
 _state: dict = {"backends": {}, "metrics": {}, "timings": {}, "values": {}, "notes": []}
@@ -51,8 +51,9 @@ def active() -> bool:
     return _sink is not None and os.getpid() == _bound_pid
 
 
-def record_backend(name: str, *, component: str = "main", frontend: str | None = None,
-                   detail: str | None = None) -> None:
+def record_backend(
+    name: str, *, component: str = "main", frontend: str | None = None, detail: str | None = None
+) -> None:
     """Which backend actually answered for `component` (e.g. "xla_flash_pallas" for "attention").
 
     Name the path that really ran, as specifically as the code knows it
@@ -63,13 +64,26 @@ def record_backend(name: str, *, component: str = "main", frontend: str | None =
     _check_name(component, "component")
     with _lock:
         new = component not in _state["backends"]
-        _state["backends"][component] = {"name": name, "frontend": frontend, "detail": detail,
-                                         "recorded_at": time.time()}
+        _state["backends"][component] = {
+            "name": name,
+            "frontend": frontend,
+            "detail": detail,
+            "recorded_at": time.time(),
+        }
         _save(force=new)
 
 
-def record_metric(name: str, value, *, scope: str, reduced_by: str | None = None, over: int | None = None,
-                  step: int | None = None, unit: str | None = None, detail: str | None = None) -> None:
+def record_metric(
+    name: str,
+    value,
+    *,
+    scope: str,
+    reduced_by: str | None = None,
+    over: int | None = None,
+    step: int | None = None,
+    unit: str | None = None,
+    detail: str | None = None,
+) -> None:
     """A metric value, with whether (and how) it was reduced across processes.
 
     scope       "global" (a number about the whole run) or "local" (this process only).
@@ -85,9 +99,18 @@ def record_metric(name: str, value, *, scope: str, reduced_by: str | None = None
     number, nonfinite = _number(value, name)
     with _lock:
         old = _state["metrics"].get(name)
-        entry = {"value": number, "scope": scope, "reduced_by": reduced_by, "over": over, "step": step,
-                 "unit": unit, "detail": detail, "count": (old["count"] + 1) if old else 1,
-                 "recorded_at": time.time(), "flag": None}
+        entry = {
+            "value": number,
+            "scope": scope,
+            "reduced_by": reduced_by,
+            "over": over,
+            "step": step,
+            "unit": unit,
+            "detail": detail,
+            "count": (old["count"] + 1) if old else 1,
+            "recorded_at": time.time(),
+            "flag": None,
+        }
         if nonfinite:
             entry["nonfinite"] = nonfinite
         if scope == "global" and reduced_by is None:
@@ -109,8 +132,14 @@ def record_time(name: str, seconds: float) -> None:
         t = _state["timings"].get(name)
         new = t is None
         if new:
-            t = _state["timings"][name] = {"count": 0, "total": 0.0, "min": seconds, "max": seconds,
-                                           "last": seconds, "samples": []}
+            t = _state["timings"][name] = {
+                "count": 0,
+                "total": 0.0,
+                "min": seconds,
+                "max": seconds,
+                "last": seconds,
+                "samples": [],
+            }
         t["count"] += 1
         t["total"] += seconds
         t["min"] = min(t["min"], seconds)

@@ -46,14 +46,15 @@ TRACKED = ("torch", "torch-xla", "jax", "jaxlib", "libtpu", "libtpu-nightly", "t
 # frontend module -> distribution that provides it
 FRONTEND_DISTS = {"jax": "jax", "torch_xla": "torch-xla", "torch_tpu": "torch-tpu", "torch": "torch"}
 RESULT_MARK = "ORCH-PROBE-RESULT "
-DEFAULT_MIN_FREE = 2 * 1024 ** 3
+DEFAULT_MIN_FREE = 2 * 1024**3
 DEFAULT_CLOCK_WARN = 2.0
 # Log lines worth showing as evidence out of a frontend's stderr.
 KEY_LINE = re.compile(
     r"Unable to initialize backend|TPU initialization failed|jellyfish|lockfile|already in use|"
     r"Failed to get (global )?TPU topology|[Ff]alling back|libtpu|PJRT|Error\b|error:|"
     r"ABORTED|NOT_FOUND|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|UNIMPLEMENTED|"
-    r"out of memory|Killed|^[EF]\d{4} ")
+    r"out of memory|Killed|^[EF]\d{4} "
+)
 NOISE_LINE = re.compile(r"^I\d{4} |argv\[\d+\]")
 
 
@@ -68,6 +69,7 @@ def normalize(name: str) -> str:
 
 def same_version(a: str, b: str) -> bool:
     """Exact versions, tolerant of trailing '.0' release parts and case ('2.9' == '2.9.0')."""
+
     def key(v: str):
         v = v.strip().lower().lstrip("v")
         local = ""
@@ -80,6 +82,7 @@ def same_version(a: str, b: str) -> bool:
         while len(release) > 1 and release[-1] == 0:
             release.pop()
         return (tuple(release), m.group(2), local)
+
     return key(a) == key(b)
 
 
@@ -107,8 +110,18 @@ def parse_proc_locks(text: str) -> list[dict]:
             pid = int(pid_text)
         except ValueError:
             continue
-        entries.append({"pid": pid, "kind": kind, "mode": mode, "access": access, "blocked": blocked,
-                        "major": int(m.group(1), 16), "minor": int(m.group(2), 16), "inode": int(m.group(3))})
+        entries.append(
+            {
+                "pid": pid,
+                "kind": kind,
+                "mode": mode,
+                "access": access,
+                "blocked": blocked,
+                "major": int(m.group(1), 16),
+                "minor": int(m.group(2), 16),
+                "inode": int(m.group(3)),
+            }
+        )
     return entries
 
 
@@ -143,9 +156,16 @@ def key_lines(text: str, limit: int = 12) -> list[str]:
     return out[-limit:]
 
 
-def parse_runtime_output(frontend: str, stdout: str, stderr: str, exit_code: int | None, *,
-                         intended: str | None, timed_out: float | None = None,
-                         extra_log: str = "") -> dict:
+def parse_runtime_output(
+    frontend: str,
+    stdout: str,
+    stderr: str,
+    exit_code: int | None,
+    *,
+    intended: str | None,
+    timed_out: float | None = None,
+    extra_log: str = "",
+) -> dict:
     """Judge one frontend's runtime child from what it printed.
 
     Returns {frontend, status, summary, evidence, result}. A frontend that ran
@@ -156,37 +176,60 @@ def parse_runtime_output(frontend: str, stdout: str, stderr: str, exit_code: int
     for line in stdout.splitlines():
         if line.startswith(RESULT_MARK):
             try:
-                result = json.loads(line[len(RESULT_MARK):])
+                result = json.loads(line[len(RESULT_MARK) :])
             except json.JSONDecodeError:
                 pass
     logs = key_lines(stderr + "\n" + extra_log)
     tail = [ln for ln in stderr.rstrip().splitlines() if ln.strip() and not NOISE_LINE.search(ln)][-5:]
     if timed_out is not None:
-        return {"frontend": frontend, "status": "fail", "result": result,
-                "summary": f"{frontend}: no answer within {timed_out:g}s (killed); the runtime hung",
-                "evidence": logs or tail}
+        return {
+            "frontend": frontend,
+            "status": "fail",
+            "result": result,
+            "summary": f"{frontend}: no answer within {timed_out:g}s (killed); the runtime hung",
+            "evidence": logs or tail,
+        }
     if result is None or result.get("error"):
         error = (result or {}).get("error") or f"exited {exit_code} without a result"
         evidence = [error] + [ln for ln in logs if ln != error]
         if not logs:
             evidence += [ln for ln in tail if ln != error]
-        return {"frontend": frontend, "status": "fail", "result": result,
-                "summary": f"{frontend}: {error.splitlines()[0][:300]}", "evidence": evidence}
+        return {
+            "frontend": frontend,
+            "status": "fail",
+            "result": result,
+            "summary": f"{frontend}: {error.splitlines()[0][:300]}",
+            "evidence": evidence,
+        }
     platform = str(result.get("platform") or "").lower()
     kind = result.get("device_kind") or platform
     count = result.get("device_count")
     answered = f"{count} {kind} device(s)" if count is not None else kind
     if not result.get("computed"):
-        return {"frontend": frontend, "status": "fail", "result": result,
-                "summary": f"{frontend}: {answered}, but the test computation gave {result.get('value')!r} "
-                           f"(expected {result.get('expected')!r})", "evidence": logs}
+        return {
+            "frontend": frontend,
+            "status": "fail",
+            "result": result,
+            "summary": f"{frontend}: {answered}, but the test computation gave {result.get('value')!r} "
+            f"(expected {result.get('expected')!r})",
+            "evidence": logs,
+        }
     if intended and platform != intended:
-        return {"frontend": frontend, "status": "fail", "result": result,
-                "summary": f"{frontend} {result.get('version', '')}: intended {intended}, answered from "
-                           f"{platform or '?'} ({answered}): silent fallback",
-                "evidence": logs or ["(the runtime logged no reason)"]}
-    return {"frontend": frontend, "status": "ok", "result": result,
-            "summary": f"{frontend} {result.get('version', '')}: {answered}, computation ok", "evidence": []}
+        return {
+            "frontend": frontend,
+            "status": "fail",
+            "result": result,
+            "summary": f"{frontend} {result.get('version', '')}: intended {intended}, answered from "
+            f"{platform or '?'} ({answered}): silent fallback",
+            "evidence": logs or ["(the runtime logged no reason)"],
+        }
+    return {
+        "frontend": frontend,
+        "status": "ok",
+        "result": result,
+        "summary": f"{frontend} {result.get('version', '')}: {answered}, computation ok",
+        "evidence": [],
+    }
 
 
 def worst(statuses) -> str:
@@ -195,8 +238,9 @@ def worst(statuses) -> str:
     return max(ranked, key=STATUSES.index) if ranked else "ok"
 
 
-def compare_distributions(installed: dict[str, str], manifest: dict[str, str] | None,
-                          pins: dict[str, str] | None) -> list[str]:
+def compare_distributions(
+    installed: dict[str, str], manifest: dict[str, str] | None, pins: dict[str, str] | None
+) -> list[str]:
     """Differences between what is installed and what the manifest and the fleet's pins say."""
     problems = []
     for source, wanted in (("the bundle manifest", manifest), ("the fleet pins", pins)):
@@ -216,8 +260,7 @@ def compare_distributions(installed: dict[str, str], manifest: dict[str, str] | 
 def installed_distributions(env_dir: str) -> dict[str, str]:
     """{normalized name: version} from the dist-info directories of an environment."""
     found: dict[str, str] = {}
-    for meta in sorted(glob.glob(os.path.join(env_dir, "lib", "python*", "site-packages", "*.dist-info",
-                                              "METADATA"))):
+    for meta in sorted(glob.glob(os.path.join(env_dir, "lib", "python*", "site-packages", "*.dist-info", "METADATA"))):
         name = version = None
         try:
             with open(meta, encoding="utf-8", errors="replace") as fh:
@@ -326,8 +369,14 @@ class Check:
 
     def to_dict(self) -> dict:
         summary = self.summary or next(iter(self.evidence), "") or self.status
-        doc = {"name": self.name, "status": self.status, "summary": summary, "evidence": self.evidence,
-               "elapsed": round(time.monotonic() - self._start, 3), "data": self.data}
+        doc = {
+            "name": self.name,
+            "status": self.status,
+            "summary": summary,
+            "evidence": self.evidence,
+            "elapsed": round(time.monotonic() - self._start, 3),
+            "data": self.data,
+        }
         if self.layer:
             doc["layer"] = self.layer
         if self.headline and self.status in ("warn", "fail"):
@@ -339,15 +388,28 @@ def check_host(req: dict) -> Check:
     c = Check("host")
     root = req["root"]
     facts = collect(root)
-    c.data = {k: facts[k] for k in ("hostname", "python", "python_executable", "machine", "root_exists",
-                                    "disk_free_bytes", "disk_total_bytes", "time")}
+    c.data = {
+        k: facts[k]
+        for k in (
+            "hostname",
+            "python",
+            "python_executable",
+            "machine",
+            "root_exists",
+            "disk_free_bytes",
+            "disk_total_bytes",
+            "time",
+        )
+    }
     free = facts["disk_free_bytes"]
-    parts = [facts["hostname"], f"python {facts['python']}", f"{free / 1024 ** 3:.1f} GiB free at {root}"]
+    parts = [facts["hostname"], f"python {facts['python']}", f"{free / 1024**3:.1f} GiB free at {root}"]
     min_free = int(req.get("min_free_bytes", DEFAULT_MIN_FREE))
     if free < min_free:
-        c.mark("warn" if free >= min_free // 4 else "fail",
-               f"only {free / 1024 ** 3:.2f} GiB free at {root} (want {min_free / 1024 ** 3:.1f} GiB)",
-               layer="other")
+        c.mark(
+            "warn" if free >= min_free // 4 else "fail",
+            f"only {free / 1024**3:.2f} GiB free at {root} (want {min_free / 1024**3:.1f} GiB)",
+            layer="other",
+        )
     if not facts["root_exists"]:
         c.mark("warn", f"worker root {root} does not exist (nothing deployed yet)")
     controller_time = req.get("controller_time")
@@ -377,9 +439,12 @@ def check_bundle(req: dict, state: dict) -> Check:
         c.mark("warn", f"lane {lane} has no bundle deployed here yet ({link} does not exist)")
         return c
     if bundle_id is None or not os.path.isdir(env):
-        c.mark("fail", f"lane {lane} has no active bundle here ({link} "
-                       f"{'is dangling' if os.path.islink(link) else 'does not exist'}); deploy the lane first",
-               layer="bundle-skew")
+        c.mark(
+            "fail",
+            f"lane {lane} has no active bundle here ({link} "
+            f"{'is dangling' if os.path.islink(link) else 'does not exist'}); deploy the lane first",
+            layer="bundle-skew",
+        )
         return c
     state["bundle_id"], state["env"] = bundle_id, env
     python = os.path.join(env, "bin", "python")
@@ -405,19 +470,28 @@ def check_bundle(req: dict, state: dict) -> Check:
     wanted_bundle = (req.get("bundle") or {}).get("name")
     if manifest:
         if wanted_bundle and manifest.get("bundle") and manifest["bundle"] != wanted_bundle:
-            c.mark("fail", f"lane {lane} runs bundle '{manifest['bundle']}' ({bundle_id}), the fleet says "
-                           f"'{wanted_bundle}'; redeploy the lane", layer="bundle-skew")
+            c.mark(
+                "fail",
+                f"lane {lane} runs bundle '{manifest['bundle']}' ({bundle_id}), the fleet says "
+                f"'{wanted_bundle}'; redeploy the lane",
+                layer="bundle-skew",
+            )
         if manifest.get("bundle_id") and manifest["bundle_id"] != bundle_id:
             c.mark("warn", f"manifest names bundle id {manifest['bundle_id']}, the active link {bundle_id}")
     dists = manifest.get("distributions") if isinstance(manifest, dict) else None
-    for problem in compare_distributions(installed, dists if isinstance(dists, dict) else None,
-                                         (req.get("bundle") or {}).get("pins")):
+    for problem in compare_distributions(
+        installed, dists if isinstance(dists, dict) else None, (req.get("bundle") or {}).get("pins")
+    ):
         c.mark("fail", problem, layer="bundle-skew")
     have = [f for f, dist in FRONTEND_DISTS.items() if dist in installed]
     for frontend in req.get("frontends") or []:
         if frontend not in have:
-            c.mark("fail", f"bundle {bundle_id} lacks frontend {frontend} "
-                           f"({FRONTEND_DISTS.get(frontend, frontend)} not installed)", layer="bundle-skew")
+            c.mark(
+                "fail",
+                f"bundle {bundle_id} lacks frontend {frontend} "
+                f"({FRONTEND_DISTS.get(frontend, frontend)} not installed)",
+                layer="bundle-skew",
+            )
     state["frontends"] = runtime_frontends(installed, req.get("platform"))
     shown = ", ".join(f"{k} {v}" for k, v in versions.items()) or "no tracked distributions"
     c.summary = f"{bundle_id}: {shown}"
@@ -445,15 +519,19 @@ def check_device(req: dict, state: dict) -> Check:
     holders, hidden = open_file_holders(set(nodes))
     held = {n: [p for p in pids if p not in own] for n, pids in holders.items()}
     c.data["device_nodes"] = nodes
-    c.data["device_holders"] = {n: [{"pid": p, "command": process_command(p)} for p in pids]
-                                for n, pids in held.items() if pids}
+    c.data["device_holders"] = {
+        n: [{"pid": p, "command": process_command(p)} for p in pids] for n, pids in held.items() if pids
+    }
     if hidden:
         c.data["uninspected_processes"] = hidden
     parts = [f"{len(chips)} accelerator node(s)" if chips else "no accelerator nodes"]
     for node, pids in sorted(held.items()):
         for pid in pids:
-            c.mark("fail" if platform == "tpu" else "warn",
-                   f"{node} is open in pid {pid} ({process_command(pid)})", layer="device-ownership")
+            c.mark(
+                "fail" if platform == "tpu" else "warn",
+                f"{node} is open in pid {pid} ({process_command(pid)})",
+                layer="device-ownership",
+            )
     if platform == "tpu" and not chips:
         c.mark("warn", "no /dev/accel* or /dev/vfio/* device nodes: this host shows no TPU chips")
 
@@ -479,13 +557,18 @@ def check_device(req: dict, state: dict) -> Check:
     c.data["lockfile"] = {"path": lockfile, **lock}
     if lock["state"] == "held":
         for h in lock["holders"]:
-            c.mark("fail" if platform == "tpu" else "warn",
-                   f"libtpu lockfile {lockfile} is held by pid {h['pid']} ({h['command']}): another process "
-                   f"owns the TPU", layer="device-ownership")
+            c.mark(
+                "fail" if platform == "tpu" else "warn",
+                f"libtpu lockfile {lockfile} is held by pid {h['pid']} ({h['command']}): another process owns the TPU",
+                layer="device-ownership",
+            )
         parts.append(f"lockfile held by pid {', '.join(str(h['pid']) for h in lock['holders'])}")
     elif lock["state"] == "stale":
-        c.mark("warn", f"stale libtpu lockfile {lockfile}: exists but no process holds it (left by a killed "
-                       f"process; harmless, the next libtpu process takes it over)")
+        c.mark(
+            "warn",
+            f"stale libtpu lockfile {lockfile}: exists but no process holds it (left by a killed "
+            f"process; harmless, the next libtpu process takes it over)",
+        )
         parts.append("stale lockfile")
     else:
         parts.append("no lockfile")
@@ -606,8 +689,16 @@ def child_environment(policy: dict, base: dict[str, str]) -> tuple[dict[str, str
 
 def run_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str, str, bool]:
     """Run a child in its own process group; on timeout kill the whole group. (rc, out, err, timed_out)."""
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, text=True, errors="replace", start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
 
     def kill_group() -> None:
         try:
@@ -670,8 +761,12 @@ def check_runtime(req: dict, state: dict, deadline: float) -> Check:
         return c
     frontends = state.get("frontends") or []
     if not frontends:
-        c.mark("fail", f"bundle {state.get('bundle_id')} has no frontend to probe (jax, torch_xla, torch_tpu"
-                       f"{'' if req.get('platform') == 'tpu' else ', torch'})", layer="bundle-skew")
+        c.mark(
+            "fail",
+            f"bundle {state.get('bundle_id')} has no frontend to probe (jax, torch_xla, torch_tpu"
+            f"{'' if req.get('platform') == 'tpu' else ', torch'})",
+            layer="bundle-skew",
+        )
         return c
     policy = req.get("policy") or {}
     env, removed = child_environment(policy, dict(os.environ))
@@ -679,8 +774,10 @@ def check_runtime(req: dict, state: dict, deadline: float) -> Check:
     c.data["policy_env"] = redact.env({str(k): str(v) for k, v in (policy.get("env") or {}).items()})
     if removed:
         c.data["forbidden_removed"] = removed
-        c.mark("warn", f"forbidden by the runtime profile but set on the worker (removed for the probe): "
-                       f"{', '.join(removed)}")
+        c.mark(
+            "warn",
+            f"forbidden by the runtime profile but set on the worker (removed for the probe): {', '.join(removed)}",
+        )
     own_log_dir = None
     if "TPU_LOG_DIR" not in (policy.get("env") or {}):
         own_log_dir = tempfile.mkdtemp(prefix="orch-probe-tpu-logs-")
@@ -698,9 +795,15 @@ def check_runtime(req: dict, state: dict, deadline: float) -> Check:
             started = time.time()
             t0 = time.monotonic()
             rc, out, err, timed_out = run_child([python, "-c", RUNTIME_CHILD, frontend, RESULT_MARK], env, limit)
-            verdict = parse_runtime_output(frontend, out, err, rc, intended=intended,
-                                           timed_out=limit if timed_out else None,
-                                           extra_log=read_libtpu_errors(log_dir, started - 1))
+            verdict = parse_runtime_output(
+                frontend,
+                out,
+                err,
+                rc,
+                intended=intended,
+                timed_out=limit if timed_out else None,
+                extra_log=read_libtpu_errors(log_dir, started - 1),
+            )
             verdict["elapsed"] = round(time.monotonic() - t0, 3)
             verdict["stderr_tail"] = "\n".join(err.rstrip().splitlines()[-40:])
             results.append(verdict)
@@ -715,8 +818,11 @@ def check_runtime(req: dict, state: dict, deadline: float) -> Check:
     c.data["frontends"] = [{k: v for k, v in r.items() if k != "evidence"} for r in results]
     first = next((r["result"] for r in results if r.get("result") and r["result"].get("platform")), None)
     if first:
-        c.data["answered"] = {"platform": first.get("platform"), "device_kind": first.get("device_kind"),
-                              "device_count": first.get("device_count")}
+        c.data["answered"] = {
+            "platform": first.get("platform"),
+            "device_kind": first.get("device_kind"),
+            "device_count": first.get("device_count"),
+        }
     c.summary = "; ".join([r["summary"] for r in results if r["status"] != "ok"] + answers) or c.summary
     return c
 
@@ -789,20 +895,37 @@ def probe(req: dict) -> dict:
     deadline = start + float(req.get("deadline", 120))
     state: dict = {}
     checks = []
-    for name, fn in (("host", lambda: check_host(req)), ("bundle", lambda: check_bundle(req, state)),
-                     ("device", lambda: check_device(req, state)),
-                     ("runtime", lambda: check_runtime(req, state, deadline)),
-                     ("cache", lambda: check_cache(req, state))):
+    for name, fn in (
+        ("host", lambda: check_host(req)),
+        ("bundle", lambda: check_bundle(req, state)),
+        ("device", lambda: check_device(req, state)),
+        ("runtime", lambda: check_runtime(req, state, deadline)),
+        ("cache", lambda: check_cache(req, state)),
+    ):
         try:
             checks.append(fn().to_dict())
         except Exception as exc:  # a broken check is reported, the others still run
-            checks.append({"name": name, "status": "fail", "summary": f"check crashed: {type(exc).__name__}: {exc}",
-                           "evidence": [f"{type(exc).__name__}: {exc}"], "elapsed": 0.0, "data": {},
-                           "layer": "other"})
-    return {"schema_version": SCHEMA_VERSION, "job": "probe", "lane": req.get("lane"),
-            "platform": req.get("platform"), "bundle_id": state.get("bundle_id"),
-            "status": worst(c["status"] for c in checks), "checks": checks,
-            "elapsed": round(time.monotonic() - start, 3)}
+            checks.append(
+                {
+                    "name": name,
+                    "status": "fail",
+                    "summary": f"check crashed: {type(exc).__name__}: {exc}",
+                    "evidence": [f"{type(exc).__name__}: {exc}"],
+                    "elapsed": 0.0,
+                    "data": {},
+                    "layer": "other",
+                }
+            )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "job": "probe",
+        "lane": req.get("lane"),
+        "platform": req.get("platform"),
+        "bundle_id": state.get("bundle_id"),
+        "status": worst(c["status"] for c in checks),
+        "checks": checks,
+        "elapsed": round(time.monotonic() - start, 3),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -14,8 +14,14 @@ import platform
 import sys
 
 # Distributions every receipt names, installed or not (None), with the keys the receipt uses.
-STACK = {"torch": "torch", "torch_xla": "torch_xla", "jax": "jax", "jaxlib": "jaxlib", "libtpu": "libtpu",
-         "torch_tpu": "torch-tpu"}
+STACK = {
+    "torch": "torch",
+    "torch_xla": "torch_xla",
+    "jax": "jax",
+    "jaxlib": "jaxlib",
+    "libtpu": "libtpu",
+    "torch_tpu": "torch-tpu",
+}
 # Other distribution names the same component ships under.
 ALIASES = {"libtpu": ("libtpu-nightly",), "torch_tpu": ("torch_tpu",)}
 # Modules whose own idea of their version is recorded (when the process imported them).
@@ -75,10 +81,12 @@ def reported_versions() -> dict:
 
             if xb.backends_are_initialized():
                 backend = xb.get_backend()
-                version = " | ".join(line.strip() for line in str(backend.platform_version).splitlines()
-                                     if line.strip())
-                out["jax_backend"] = backend.platform if version in ("", backend.platform) \
-                    else f"{backend.platform} ({version})"
+                version = " | ".join(
+                    line.strip() for line in str(backend.platform_version).splitlines() if line.strip()
+                )
+                out["jax_backend"] = (
+                    backend.platform if version in ("", backend.platform) else f"{backend.platform} ({version})"
+                )
         except Exception as exc:  # a jax without these internals: say so, do not fail
             out["jax_backend"] = f"unknown ({exc.__class__.__name__}: {exc})"
     if "torch_xla" in sys.modules:
@@ -111,8 +119,13 @@ def devices(frontends=()) -> dict:
     for frontend in order:
         d = out[frontend]
         if d.get("initialized"):
-            summary = {"frontend": frontend, "kind": d.get("platform"), "device_kind": d.get("device_kind"),
-                       "count": d.get("count"), "local_count": d.get("local_count")}
+            summary = {
+                "frontend": frontend,
+                "kind": d.get("platform"),
+                "device_kind": d.get("device_kind"),
+                "count": d.get("count"),
+                "local_count": d.get("local_count"),
+            }
             break
     out["summary"] = summary
     return out
@@ -126,10 +139,15 @@ def _jax_devices() -> dict:
         if not xb.backends_are_initialized():
             return {"initialized": False, "detail": "the run never brought up a jax backend"}
         devs = jax.devices()
-        return {"initialized": True, "platform": devs[0].platform if devs else None,
-                "device_kind": devs[0].device_kind if devs else None, "count": len(devs),
-                "local_count": jax.local_device_count(), "process_index": jax.process_index(),
-                "process_count": jax.process_count()}
+        return {
+            "initialized": True,
+            "platform": devs[0].platform if devs else None,
+            "device_kind": devs[0].device_kind if devs else None,
+            "count": len(devs),
+            "local_count": jax.local_device_count(),
+            "process_index": jax.process_index(),
+            "process_count": jax.process_count(),
+        }
     except Exception as exc:
         return {"initialized": None, "error": f"{exc.__class__.__name__}: {exc}"}
 
@@ -151,13 +169,22 @@ def _torch_xla_devices() -> dict:
 
         up = _torch_xla_runtime_up()
         if not up:
-            return {"initialized": up, "pjrt_device": os.environ.get("PJRT_DEVICE"),
-                    "detail": "the run never brought up the torch_xla runtime" if up is False else
-                    "this torch_xla cannot say whether its runtime is up (not started here to find out)"}
-        info = {"initialized": True, "platform": str(xr.device_type()).lower(),
-                "count": xr.global_runtime_device_count(), "pjrt_device": os.environ.get("PJRT_DEVICE")}
-        info["local_count"] = xr.addressable_runtime_device_count() \
-            if hasattr(xr, "addressable_runtime_device_count") else None
+            return {
+                "initialized": up,
+                "pjrt_device": os.environ.get("PJRT_DEVICE"),
+                "detail": "the run never brought up the torch_xla runtime"
+                if up is False
+                else "this torch_xla cannot say whether its runtime is up (not started here to find out)",
+            }
+        info = {
+            "initialized": True,
+            "platform": str(xr.device_type()).lower(),
+            "count": xr.global_runtime_device_count(),
+            "pjrt_device": os.environ.get("PJRT_DEVICE"),
+        }
+        info["local_count"] = (
+            xr.addressable_runtime_device_count() if hasattr(xr, "addressable_runtime_device_count") else None
+        )
         try:
             import torch_xla.core.xla_model as xm
 
@@ -176,16 +203,23 @@ def _torch_devices() -> dict:
 
         info: dict = {"initialized": True}
         if torch.cuda.is_available():
-            info.update(platform="cuda", count=torch.cuda.device_count(), local_count=torch.cuda.device_count(),
-                        device_kind=torch.cuda.get_device_name(0))
+            info.update(
+                platform="cuda",
+                count=torch.cuda.device_count(),
+                local_count=torch.cuda.device_count(),
+                device_kind=torch.cuda.get_device_name(0),
+            )
         else:
             info.update(platform="cpu", count=1, local_count=1, device_kind=platform.machine() or "cpu")
         try:
             import torch.distributed as dist
 
             if dist.is_available() and dist.is_initialized():
-                info["process_group"] = {"backend": str(dist.get_backend()), "world_size": dist.get_world_size(),
-                                         "rank": dist.get_rank()}
+                info["process_group"] = {
+                    "backend": str(dist.get_backend()),
+                    "world_size": dist.get_world_size(),
+                    "rank": dist.get_rank(),
+                }
                 info["count"] = info["local_count"] * dist.get_world_size()
         except Exception:
             pass

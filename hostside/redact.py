@@ -11,16 +11,22 @@ written down is redacted.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 REDACTED = "<redacted>"
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|COOKIE"
-                         r"|(^|_)(KEY|PASS|PASSPHRASE)$", re.I)
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|COOKIE"
+    r"|(^|_)(KEY|PASS|PASSPHRASE)$",
+    re.I,
+)
 # user:password@ up to the last @ before the path (a password may itself contain @)
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")
 # signed URLs and token query parameters (?token=..., &X-Amz-Signature=..., &sig=...)
-URL_QUERY_SECRET = re.compile(r"(?P<key>[?&](?:[\w.-]*(?:token|signature|secret|password|credential)[\w.-]*|sig|key)=)"
-                              r"[^&\s#]*", re.I)
+URL_QUERY_SECRET = re.compile(
+    r"(?P<key>[?&](?:[\w.-]*(?:token|signature|secret|password|credential)[\w.-]*|sig|key)=)"
+    r"[^&\s#]*",
+    re.I,
+)
 
 
 def is_secret(name: str) -> bool:

@@ -32,9 +32,10 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Sequence
+from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse, urlunparse
 from urllib.request import url2pathname
 
@@ -51,7 +52,7 @@ MACHINE = "x86_64"
 # TPU VM images are Ubuntu 22.04 (glibc 2.35): a manylinux_2_36 wheel would not load there.
 MAX_GLIBC = (2, 35)
 PIP_TIMEOUT = 1800.0
-MIN_PIP = (23, 0)          # `--report` format 1 is stable from pip 23.0
+MIN_PIP = (23, 0)  # `--report` format 1 is stable from pip 23.0
 _CHUNK = 1 << 20
 # pip warns about every extra index that lacks a project page; that is noise in an error.
 _PIP_NOISE = re.compile(r"^WARNING: Location '.*' is ignored: it is neither a file nor a directory\.$")
@@ -91,8 +92,10 @@ class Target:
 
     def supported_tags(self) -> list[Tag]:
         platforms = self.platforms()
-        return [*cpython_tags(self.version_info, abis=[self.abi], platforms=platforms),
-                *compatible_tags(self.version_info, "cp", platforms)]
+        return [
+            *cpython_tags(self.version_info, abis=[self.abi], platforms=platforms),
+            *compatible_tags(self.version_info, "cp", platforms),
+        ]
 
     def pip_args(self) -> list[str]:
         args = ["--python-version", self.python, "--implementation", "cp", "--abi", self.abi]
@@ -103,21 +106,34 @@ class Target:
     def marker_environment(self) -> dict[str, str]:
         """PEP 508 marker values on the worker (patch level unknown: .0)."""
         env = default_environment()
-        env.update({
-            "implementation_name": "cpython", "implementation_version": f"{self.python}.0",
-            "os_name": "posix", "platform_machine": self.machine, "platform_system": "Linux",
-            "platform_python_implementation": "CPython", "python_full_version": f"{self.python}.0",
-            "python_version": self.python, "sys_platform": "linux", "platform_release": "",
-            "platform_version": "",
-        })
+        env.update(
+            {
+                "implementation_name": "cpython",
+                "implementation_version": f"{self.python}.0",
+                "os_name": "posix",
+                "platform_machine": self.machine,
+                "platform_system": "Linux",
+                "platform_python_implementation": "CPython",
+                "python_full_version": f"{self.python}.0",
+                "python_version": self.python,
+                "sys_platform": "linux",
+                "platform_release": "",
+                "platform_version": "",
+            }
+        )
         return env
 
     def describe(self) -> str:
         return f"CPython {self.python} on linux {self.machine} (glibc <= {self.max_glibc[0]}.{self.max_glibc[1]})"
 
     def to_json(self) -> dict[str, str]:
-        return {"implementation": "cp", "python": self.python, "platform": "linux",
-                "machine": self.machine, "max_glibc": "{}.{}".format(*self.max_glibc)}
+        return {
+            "implementation": "cp",
+            "python": self.python,
+            "platform": "linux",
+            "machine": self.machine,
+            "max_glibc": "{}.{}".format(*self.max_glibc),
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -128,12 +144,12 @@ class Target:
 class WheelMeta:
     """A wheel's identity and its own metadata."""
 
-    name: str                      # canonical (PEP 503) name, e.g. "torch-xla"
+    name: str  # canonical (PEP 503) name, e.g. "torch-xla"
     version: str
     filename: str
     requires_python: str | None
     requires_dist: tuple[str, ...]
-    tags: tuple[str, ...]          # expanded from the filename, e.g. "cp311-cp311-manylinux_2_27_x86_64"
+    tags: tuple[str, ...]  # expanded from the filename, e.g. "cp311-cp311-manylinux_2_27_x86_64"
 
     @property
     def project(self) -> str:
@@ -151,25 +167,37 @@ class LockedWheel(WheelMeta):
 
     sha256: str
     size: int
-    source: str                    # URL, or a path (relative paths are relative to fleet.yaml)
+    source: str  # URL, or a path (relative paths are relative to fleet.yaml)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "filename": self.filename,
-                "sha256": self.sha256, "size": self.size, "source": self.source,
-                "requires_python": self.requires_python, "requires_dist": list(self.requires_dist),
-                "tags": list(self.tags)}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "filename": self.filename,
+            "sha256": self.sha256,
+            "size": self.size,
+            "source": self.source,
+            "requires_python": self.requires_python,
+            "requires_dist": list(self.requires_dist),
+            "tags": list(self.tags),
+        }
 
     @classmethod
-    def from_json(cls, doc: Any, where: str) -> "LockedWheel":
+    def from_json(cls, doc: Any, where: str) -> LockedWheel:
         if not isinstance(doc, dict):
             raise ValueError(f"{where}: expected an object")
         try:
-            wheel = cls(name=_str(doc, "name", where), version=_str(doc, "version", where),
-                        filename=_str(doc, "filename", where), sha256=_str(doc, "sha256", where),
-                        size=int(doc["size"]), source=_str(doc, "source", where),
-                        requires_python=doc.get("requires_python"),
-                        requires_dist=tuple(str(r) for r in doc.get("requires_dist") or ()),
-                        tags=tuple(str(t) for t in doc.get("tags") or ()))
+            wheel = cls(
+                name=_str(doc, "name", where),
+                version=_str(doc, "version", where),
+                filename=_str(doc, "filename", where),
+                sha256=_str(doc, "sha256", where),
+                size=int(doc["size"]),
+                source=_str(doc, "source", where),
+                requires_python=doc.get("requires_python"),
+                requires_dist=tuple(str(r) for r in doc.get("requires_dist") or ()),
+                tags=tuple(str(t) for t in doc.get("tags") or ()),
+            )
         except KeyError as missing:
             raise ValueError(f"{where}: missing {missing}") from None
         if not re.fullmatch(r"[0-9a-f]{64}", wheel.sha256):
@@ -186,9 +214,14 @@ def _str(doc: dict, key: str, where: str) -> str:
 
 def compute_bundle_id(python: str, wheels: Iterable[LockedWheel]) -> str:
     """16 hex digits of sha256 over the Python version and the exact wheel files."""
-    doc = {"orch-bundle": 1, "python": python,
-           "wheels": [[w.name, w.version, w.filename, w.sha256, w.size]
-                      for w in sorted(wheels, key=lambda w: (w.name, w.filename))]}
+    doc = {
+        "orch-bundle": 1,
+        "python": python,
+        "wheels": [
+            [w.name, w.version, w.filename, w.sha256, w.size]
+            for w in sorted(wheels, key=lambda w: (w.name, w.filename))
+        ],
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
@@ -227,8 +260,12 @@ class Lock:
             "schema_version": SCHEMA_VERSION,
             "bundle": self.bundle,
             "bundle_id": self.bundle_id,
-            "spec": {"python": self.python, "pins": list(self.pins),
-                     "source": self.source, "provenance": dict(sorted(self.provenance.items()))},
+            "spec": {
+                "python": self.python,
+                "pins": list(self.pins),
+                "source": self.source,
+                "provenance": dict(sorted(self.provenance.items())),
+            },
             "target": self.target,
             "resolver": self.resolver,
             "wheels": [w.to_json() for w in sorted(self.wheels, key=lambda w: (w.name, w.filename))],
@@ -259,19 +296,25 @@ def read_lock(path: Path | str) -> Lock:
         if not isinstance(spec, dict) or not isinstance(wheels, list):
             raise ValueError("'spec' must be an object and 'wheels' a list")
         lock = Lock(
-            bundle=_str(doc, "bundle", "bundle"), python=_str(spec, "python", "spec"),
-            pins=tuple(str(p) for p in spec.get("pins") or ()), source=dict(spec.get("source") or {}),
+            bundle=_str(doc, "bundle", "bundle"),
+            python=_str(spec, "python", "spec"),
+            pins=tuple(str(p) for p in spec.get("pins") or ()),
+            source=dict(spec.get("source") or {}),
             provenance={str(k): str(v) for k, v in (spec.get("provenance") or {}).items()},
             target={str(k): str(v) for k, v in (doc.get("target") or {}).items()},
             resolver={str(k): str(v) for k, v in (doc.get("resolver") or {}).items()},
-            wheels=tuple(LockedWheel.from_json(w, f"wheels[{i}]") for i, w in enumerate(wheels)))
+            wheels=tuple(LockedWheel.from_json(w, f"wheels[{i}]") for i, w in enumerate(wheels)),
+        )
     except KeyError as missing:
         raise ConfigError(f"{path}: not a valid lock file: missing {missing}", hint=hint) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{path}: not a valid lock file: {exc}", hint=hint) from None
     if doc.get("bundle_id") != lock.bundle_id:
-        raise ConfigError(f"{path}: bundle_id {doc.get('bundle_id')!r} does not match the wheels listed "
-                          f"({lock.bundle_id}); the file was edited by hand", hint=hint)
+        raise ConfigError(
+            f"{path}: bundle_id {doc.get('bundle_id')!r} does not match the wheels listed "
+            f"({lock.bundle_id}); the file was edited by hand",
+            hint=hint,
+        )
     return lock
 
 
@@ -328,8 +371,9 @@ def _hash_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def cached_wheel(sha256: str, filename: str, *, size: int | None = None, root: Path | None = None,
-                 verify: bool = True) -> Path | None:
+def cached_wheel(
+    sha256: str, filename: str, *, size: int | None = None, root: Path | None = None, verify: bool = True
+) -> Path | None:
     """The cached file if present and intact (size and, with verify, sha256); a damaged one is removed."""
     path = cache_path(sha256, filename, root)
     try:
@@ -342,8 +386,9 @@ def cached_wheel(sha256: str, filename: str, *, size: int | None = None, root: P
     return path
 
 
-def _store(src: BinaryIO, filename: str, root: Path, expected_sha256: str | None,
-           expected_size: int | None, origin: str) -> tuple[Path, str, int]:
+def _store(
+    src: BinaryIO, filename: str, root: Path, expected_sha256: str | None, expected_size: int | None, origin: str
+) -> tuple[Path, str, int]:
     """Copy a stream into the cache under its sha256, verifying what was expected."""
     tmp_dir = root / "tmp"
     tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -357,11 +402,14 @@ def _store(src: BinaryIO, filename: str, root: Path, expected_sha256: str | None
                 out.write(chunk)
         sha = digest.hexdigest()
         if expected_sha256 and sha != expected_sha256:
-            raise BundleError(f"{filename} from {origin}: sha256 {sha} does not match the expected "
-                              f"{expected_sha256}; the file was not kept")
+            raise BundleError(
+                f"{filename} from {origin}: sha256 {sha} does not match the expected "
+                f"{expected_sha256}; the file was not kept"
+            )
         if expected_size is not None and size != expected_size:
-            raise BundleError(f"{filename} from {origin}: {size} bytes, expected {expected_size}; "
-                              f"the file was not kept")
+            raise BundleError(
+                f"{filename} from {origin}: {size} bytes, expected {expected_size}; the file was not kept"
+            )
         final = cache_path(sha, filename, root)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, final)
@@ -390,7 +438,7 @@ class PipInterpreter:
     """The Python that runs pip; markers are evaluated against it."""
 
     executable: str
-    version: str          # full, e.g. 3.11.7
+    version: str  # full, e.g. 3.11.7
     pip_version: str
 
     @property
@@ -398,7 +446,7 @@ class PipInterpreter:
         return ".".join(self.version.split(".")[:2])
 
 
-_PROBE = ("import sys, pip; print('%d.%d.%d' % sys.version_info[:3]); print(pip.__version__)")
+_PROBE = "import sys, pip; print('%d.%d.%d' % sys.version_info[:3]); print(pip.__version__)"
 
 
 def _probe_interpreter(executable: str) -> PipInterpreter | None:
@@ -425,8 +473,10 @@ def pip_interpreter(python: str, explicit: str | None = None) -> PipInterpreter:
         return found
     here = _probe_interpreter(sys.executable)
     if here is None:
-        raise BundleError(f"{sys.executable}: pip >= {MIN_PIP[0]}.{MIN_PIP[1]} is needed to lock bundles",
-                          hint=f"{sys.executable} -m pip install -U pip")
+        raise BundleError(
+            f"{sys.executable}: pip >= {MIN_PIP[0]}.{MIN_PIP[1]} is needed to lock bundles",
+            hint=f"{sys.executable} -m pip install -U pip",
+        )
     if here.minor == python:
         return here
     candidate = shutil.which(f"python{python}")
@@ -451,15 +501,22 @@ def source_args(bundle, base_dir: Path) -> list[str]:
         path = Path(os.path.expanduser(link))
         path = path if path.is_absolute() else base_dir / path
         if not path.is_dir():
-            raise BundleError(f"find_links entry '{link}' is not a directory ({path})",
-                              hint="find_links paths are relative to fleet.yaml")
+            raise BundleError(
+                f"find_links entry '{link}' is not a directory ({path})",
+                hint="find_links paths are relative to fleet.yaml",
+            )
         args += ["--find-links", str(path)]
     return args
 
 
 def _pip_env() -> dict[str, str]:
-    return {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
-            "PIP_PROGRESS_BAR": "off", "PYTHONIOENCODING": "utf-8"}
+    return {
+        **os.environ,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INPUT": "1",
+        "PIP_PROGRESS_BAR": "off",
+        "PYTHONIOENCODING": "utf-8",
+    }
 
 
 class ResolutionError(BundleError):
@@ -477,12 +534,16 @@ def _named_pins(pins: Sequence[str], text: str) -> list[str]:
     return [p for p in pins if canonicalize_name(Requirement(p).name) in words]
 
 
-def _resolution_error(bundle_name: str, target: Target, pins: Sequence[str],
-                      proc: subprocess.CompletedProcess) -> ResolutionError:
+def _resolution_error(
+    bundle_name: str, target: Target, pins: Sequence[str], proc: subprocess.CompletedProcess
+) -> ResolutionError:
     out = [ln.rstrip() for ln in (proc.stdout or "").splitlines()]
     err = [ln.rstrip() for ln in (proc.stderr or "").splitlines() if ln.strip() and not _PIP_NOISE.match(ln)]
-    reasons = [ln.removeprefix("ERROR: ").rstrip(".") for ln in err if ln.startswith("ERROR:")
-               and "ResolutionImpossible: for help visit" not in ln]
+    reasons = [
+        ln.removeprefix("ERROR: ").rstrip(".")
+        for ln in err
+        if ln.startswith("ERROR:") and "ResolutionImpossible: for help visit" not in ln
+    ]
     if "The conflict is caused by:" in out:
         start = out.index("The conflict is caused by:") + 1
         conflict = []
@@ -498,9 +559,12 @@ def _resolution_error(bundle_name: str, target: Target, pins: Sequence[str],
     return ResolutionError(
         f"bundle '{bundle_name}': pip cannot resolve {what} {', '.join(named)} for {target.describe()}: "
         f"{reason}\n  pip's output (last lines):\n    " + tail.replace("\n", "\n    "),
-        reason=reason, pins=named, tail=tail,
+        reason=reason,
+        pins=named,
+        tail=tail,
         hint=f"fix the pins of bundle '{bundle_name}' in fleet.yaml; "
-             f"`orch bundle check {bundle_name}` compares the pins' own metadata without resolving")
+        f"`orch bundle check {bundle_name}` compares the pins' own metadata without resolving",
+    )
 
 
 @dataclass(frozen=True)
@@ -516,10 +580,14 @@ class ResolvedWheel:
     requested_extras: tuple[str, ...]
 
     def meta(self) -> WheelMeta:
-        return WheelMeta(name=self.name, version=self.version, filename=self.filename,
-                         requires_python=self.metadata.get("requires_python"),
-                         requires_dist=tuple(self.metadata.get("requires_dist") or ()),
-                         tags=wheel_tags(self.filename))
+        return WheelMeta(
+            name=self.name,
+            version=self.version,
+            filename=self.filename,
+            requires_python=self.metadata.get("requires_python"),
+            requires_dist=tuple(self.metadata.get("requires_dist") or ()),
+            tags=wheel_tags(self.filename),
+        )
 
 
 @dataclass(frozen=True)
@@ -537,9 +605,16 @@ def wheel_tags(filename: str) -> tuple[str, ...]:
     return tuple(sorted(str(t) for t in tags))
 
 
-def pip_resolve(bundle_name: str, bundle, base_dir: Path, *, pins: Sequence[str] | None = None,
-                no_deps: bool = False, relaxed: bool = False,
-                interpreter: PipInterpreter | None = None) -> Resolution:
+def pip_resolve(
+    bundle_name: str,
+    bundle,
+    base_dir: Path,
+    *,
+    pins: Sequence[str] | None = None,
+    no_deps: bool = False,
+    relaxed: bool = False,
+    interpreter: PipInterpreter | None = None,
+) -> Resolution:
     """Ask pip which wheels `pins` (default: the bundle's) resolve to, with their metadata.
 
     `relaxed` resolves for the controller's own interpreter and platform and ignores
@@ -551,8 +626,17 @@ def pip_resolve(bundle_name: str, bundle, base_dir: Path, *, pins: Sequence[str]
     interpreter = interpreter or pip_interpreter(bundle.python)
     with tempfile.TemporaryDirectory(prefix="orch-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        argv = [interpreter.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                "--report", str(report), "--only-binary=:all:"]
+        argv = [
+            interpreter.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            "--only-binary=:all:",
+        ]
         if relaxed:
             argv += ["--ignore-requires-python"]
         else:
@@ -561,11 +645,11 @@ def pip_resolve(bundle_name: str, bundle, base_dir: Path, *, pins: Sequence[str]
             argv.append("--no-deps")
         argv += [*source_args(bundle, base_dir), *pins]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, env=_pip_env(),
-                                  cwd=tmp)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, env=_pip_env(), cwd=tmp)
         except subprocess.TimeoutExpired:
-            raise BundleError(f"bundle '{bundle_name}': pip did not finish resolving within "
-                              f"{PIP_TIMEOUT:.0f}s") from None
+            raise BundleError(
+                f"bundle '{bundle_name}': pip did not finish resolving within {PIP_TIMEOUT:.0f}s"
+            ) from None
         if proc.returncode != 0 or not report.exists():
             raise _resolution_error(bundle_name, target, pins, proc)
         doc = json.loads(report.read_text())
@@ -578,11 +662,17 @@ def pip_resolve(bundle_name: str, bundle, base_dir: Path, *, pins: Sequence[str]
         if not filename.endswith(".whl"):
             raise BundleError(f"bundle '{bundle_name}': pip chose {url}, which is not a wheel")
         hashes = (info.get("archive_info") or {}).get("hashes") or {}
-        wheels.append(ResolvedWheel(
-            name=canonicalize_name(meta.get("name", filename.split("-")[0])),
-            version=str(meta.get("version", "")), url=url, filename=filename,
-            sha256=hashes.get("sha256"), metadata=meta,
-            requested_extras=tuple(item.get("requested_extras") or ())))
+        wheels.append(
+            ResolvedWheel(
+                name=canonicalize_name(meta.get("name", filename.split("-")[0])),
+                version=str(meta.get("version", "")),
+                url=url,
+                filename=filename,
+                sha256=hashes.get("sha256"),
+                metadata=meta,
+                requested_extras=tuple(item.get("requested_extras") or ()),
+            )
+        )
     return Resolution(tuple(wheels), interpreter, str(doc.get("pip_version", interpreter.pip_version)))
 
 
@@ -610,8 +700,9 @@ def parse_requirements(wheel: WheelMeta) -> list[Requirement]:
     return out
 
 
-def closure(pins: Sequence[str], wheels: dict[str, WheelMeta], env: dict[str, str]
-            ) -> tuple[dict[str, set[str]], list[tuple[WheelMeta, Requirement]]]:
+def closure(
+    pins: Sequence[str], wheels: dict[str, WheelMeta], env: dict[str, str]
+) -> tuple[dict[str, set[str]], list[tuple[WheelMeta, Requirement]]]:
     """Walk requirements from the pins under the target's markers.
 
     Returns the reached distributions with the extras requested of each, and the
@@ -660,13 +751,23 @@ def read_wheel_metadata(path: Path) -> dict[str, Any]:
         raise BundleError(f"{path.name}: not a valid wheel ({exc})") from None
     msg = email.parser.BytesParser().parsebytes(raw, headersonly=True)
     requires_python = msg.get("Requires-Python")
-    return {"name": str(msg.get("Name", "")).strip(), "version": str(msg.get("Version", "")).strip(),
-            "requires_python": str(requires_python).strip() if requires_python else None,
-            "requires_dist": tuple(" ".join(str(r).split()) for r in msg.get_all("Requires-Dist") or ())}
+    return {
+        "name": str(msg.get("Name", "")).strip(),
+        "version": str(msg.get("Version", "")).strip(),
+        "requires_python": str(requires_python).strip() if requires_python else None,
+        "requires_dist": tuple(" ".join(str(r).split()) for r in msg.get_all("Requires-Dist") or ()),
+    }
 
 
-def _fetch_resolved(bundle_name: str, wheels: Sequence[ResolvedWheel], root: Path, target: Target,
-                    interpreter: PipInterpreter, extra_args: list[str], stats: _Fetch) -> dict[str, tuple[Path, str, int]]:
+def _fetch_resolved(
+    bundle_name: str,
+    wheels: Sequence[ResolvedWheel],
+    root: Path,
+    target: Target,
+    interpreter: PipInterpreter,
+    extra_args: list[str],
+    stats: _Fetch,
+) -> dict[str, tuple[Path, str, int]]:
     """Put every resolved wheel into the cache; returns filename -> (path, sha256, size)."""
     out: dict[str, tuple[Path, str, int]] = {}
     remote: list[ResolvedWheel] = []
@@ -698,8 +799,15 @@ def _fetch_resolved(bundle_name: str, wheels: Sequence[ResolvedWheel], root: Pat
     return out
 
 
-def _download(bundle_name: str, wheels: Sequence[ResolvedWheel], root: Path, target: Target,
-              interpreter: PipInterpreter, extra_args: list[str], stats: _Fetch) -> dict[str, tuple[Path, str, int]]:
+def _download(
+    bundle_name: str,
+    wheels: Sequence[ResolvedWheel],
+    root: Path,
+    target: Target,
+    interpreter: PipInterpreter,
+    extra_args: list[str],
+    stats: _Fetch,
+) -> dict[str, tuple[Path, str, int]]:
     # pip downloads, so proxies, certificates and index credentials behave as in resolution.
     (root / "tmp").mkdir(parents=True, exist_ok=True)
     out = {}
@@ -708,17 +816,30 @@ def _download(bundle_name: str, wheels: Sequence[ResolvedWheel], root: Path, tar
         for w in wheels:
             url = urlunparse(urlparse(w.url)._replace(fragment=""))
             reqs.append(f"{w.name} @ {url}" + (f"#sha256={w.sha256}" if w.sha256 else ""))
-        argv = [interpreter.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                *target.pip_args(), *extra_args, "--dest", tmp, *reqs]
+        argv = [
+            interpreter.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            *target.pip_args(),
+            *extra_args,
+            "--dest",
+            tmp,
+            *reqs,
+        ]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, env=_pip_env())
         except subprocess.TimeoutExpired:
-            raise BundleError(f"bundle '{bundle_name}': downloading {len(wheels)} wheel(s) took longer than "
-                              f"{PIP_TIMEOUT:.0f}s") from None
+            raise BundleError(
+                f"bundle '{bundle_name}': downloading {len(wheels)} wheel(s) took longer than {PIP_TIMEOUT:.0f}s"
+            ) from None
         if proc.returncode != 0:
             tail = "\n    ".join([ln for ln in proc.stderr.splitlines() if ln.strip()][-10:])
-            raise BundleError(f"bundle '{bundle_name}': pip could not download "
-                              f"{', '.join(w.filename for w in wheels)}:\n    {tail}")
+            raise BundleError(
+                f"bundle '{bundle_name}': pip could not download {', '.join(w.filename for w in wheels)}:\n    {tail}"
+            )
         for w in wheels:
             path = Path(tmp) / w.filename
             if not path.exists():
@@ -747,8 +868,10 @@ def fetch_wheels(lock: Lock, base_dir: Path, *, root: Path | None = None) -> dic
                     with urlopen(url, timeout=120) as src:
                         hit = _store(src, w.filename, root, w.sha256, w.size, url)[0]
             except OSError as exc:
-                raise BundleError(f"bundle '{lock.bundle}': cannot fetch {w.filename} from {w.source}: {exc}",
-                                  hint="the wheel is not in the controller's cache; restore its source or re-lock") from None
+                raise BundleError(
+                    f"bundle '{lock.bundle}': cannot fetch {w.filename} from {w.source}: {exc}",
+                    hint="the wheel is not in the controller's cache; restore its source or re-lock",
+                ) from None
         out[w.sha256] = hit
     return out
 
@@ -764,22 +887,32 @@ class LockResult:
     bundle: str
     lock: Lock
     path: Path
-    written: bool                  # False: the file on disk was already identical
-    previous_id: str | None        # bundle id of the lock that was there before, if readable
-    fetched_bytes: int             # bytes copied or downloaded into the wheel cache
-    reused_bytes: int              # bytes already in the cache (verified)
+    written: bool  # False: the file on disk was already identical
+    previous_id: str | None  # bundle id of the lock that was there before, if readable
+    fetched_bytes: int  # bytes copied or downloaded into the wheel cache
+    reused_bytes: int  # bytes already in the cache (verified)
     cache_root: Path
     interpreter: PipInterpreter
     elapsed: float
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "bundle": self.bundle, "bundle_id": self.lock.bundle_id,
-                "lock": str(self.path), "written": self.written, "previous_bundle_id": self.previous_id,
-                "wheels": len(self.lock.wheels), "total_bytes": self.lock.total_size,
-                "fetched_bytes": self.fetched_bytes, "reused_bytes": self.reused_bytes,
-                "cache": str(self.cache_root), "pip_python": self.interpreter.executable,
-                "elapsed": round(self.elapsed, 3), "notes": list(self.notes)}
+        return {
+            "schema_version": 1,
+            "bundle": self.bundle,
+            "bundle_id": self.lock.bundle_id,
+            "lock": str(self.path),
+            "written": self.written,
+            "previous_bundle_id": self.previous_id,
+            "wheels": len(self.lock.wheels),
+            "total_bytes": self.lock.total_size,
+            "fetched_bytes": self.fetched_bytes,
+            "reused_bytes": self.reused_bytes,
+            "cache": str(self.cache_root),
+            "pip_python": self.interpreter.executable,
+            "elapsed": round(self.elapsed, 3),
+            "notes": list(self.notes),
+        }
 
 
 def _relative_source(url: str, base_dir: Path) -> str:
@@ -795,8 +928,7 @@ def _relative_source(url: str, base_dir: Path) -> str:
         return str(path)
 
 
-def lock_bundle(fleet, name: str, *, cache_root: Path | None = None,
-                interpreter: str | None = None) -> LockResult:
+def lock_bundle(fleet, name: str, *, cache_root: Path | None = None, interpreter: str | None = None) -> LockResult:
     """Resolve bundle `name` with pip, cache and verify its wheels, write its lock file."""
     started = time.monotonic()
     bundle = fleet.bundle(name)
@@ -816,12 +948,15 @@ def lock_bundle(fleet, name: str, *, cache_root: Path | None = None,
         raise BundleError(
             f"bundle '{name}': on Python {bundle.python}, {wheel.label} requires {req}, which pip did not "
             f"resolve (pip ran on Python {pip_python.version} and evaluated markers for it)",
-            hint=f"lock with a Python {bundle.python} interpreter: orch bundle lock {name} --python PATH")
+            hint=f"lock with a Python {bundle.python} interpreter: orch bundle lock {name} --python PATH",
+        )
     kept = [w for w in resolution.wheels if w.name in reached]
     for w in resolution.wheels:
         if w.name not in reached:
-            notes.append(f"left out {w.filename}: not required on Python {bundle.python} "
-                         f"(pip evaluated markers for Python {pip_python.version})")
+            notes.append(
+                f"left out {w.filename}: not required on Python {bundle.python} "
+                f"(pip evaluated markers for Python {pip_python.version})"
+            )
 
     stats = _Fetch()
     files = _fetch_resolved(name, kept, root, target, pip_python, source_args(bundle, base_dir), stats)
@@ -830,18 +965,34 @@ def lock_bundle(fleet, name: str, *, cache_root: Path | None = None,
         path, sha, size = files[w.filename]
         meta = read_wheel_metadata(path)
         if canonicalize_name(meta["name"]) != w.name or meta["version"] != w.version:
-            raise BundleError(f"bundle '{name}': {w.filename} says it is {meta['name']} {meta['version']} "
-                              f"in its METADATA, pip resolved {w.name} {w.version}")
-        wheels.append(LockedWheel(name=w.name, version=w.version, filename=w.filename,
-                                  requires_python=meta["requires_python"], requires_dist=meta["requires_dist"],
-                                  tags=wheel_tags(w.filename), sha256=sha, size=size,
-                                  source=_relative_source(w.url, base_dir)))
-    lock = Lock(bundle=name, python=bundle.python, pins=tuple(bundle.pins),
-                source=bundle.source.model_dump(mode="json"), provenance=dict(bundle.provenance),
-                target=target.to_json(),
-                # No interpreter path or patch level: they differ between controllers, the lock must not.
-                resolver={"tool": "pip", "pip_version": resolution.pip_version},
-                wheels=tuple(sorted(wheels, key=lambda w: (w.name, w.filename))))
+            raise BundleError(
+                f"bundle '{name}': {w.filename} says it is {meta['name']} {meta['version']} "
+                f"in its METADATA, pip resolved {w.name} {w.version}"
+            )
+        wheels.append(
+            LockedWheel(
+                name=w.name,
+                version=w.version,
+                filename=w.filename,
+                requires_python=meta["requires_python"],
+                requires_dist=meta["requires_dist"],
+                tags=wheel_tags(w.filename),
+                sha256=sha,
+                size=size,
+                source=_relative_source(w.url, base_dir),
+            )
+        )
+    lock = Lock(
+        bundle=name,
+        python=bundle.python,
+        pins=tuple(bundle.pins),
+        source=bundle.source.model_dump(mode="json"),
+        provenance=dict(bundle.provenance),
+        target=target.to_json(),
+        # No interpreter path or patch level: they differ between controllers, the lock must not.
+        resolver={"tool": "pip", "pip_version": resolution.pip_version},
+        wheels=tuple(sorted(wheels, key=lambda w: (w.name, w.filename))),
+    )
     path = fleet.lock_path(name)
     previous = None
     if path.exists():
@@ -850,9 +1001,19 @@ def lock_bundle(fleet, name: str, *, cache_root: Path | None = None,
         except ConfigError:
             notes.append(f"replaced an unreadable lock file at {path}")
     written = write_lock(path, lock)
-    return LockResult(bundle=name, lock=lock, path=path, written=written, previous_id=previous,
-                      fetched_bytes=stats.fetched, reused_bytes=stats.reused, cache_root=root,
-                      interpreter=pip_python, elapsed=time.monotonic() - started, notes=tuple(notes))
+    return LockResult(
+        bundle=name,
+        lock=lock,
+        path=path,
+        written=written,
+        previous_id=previous,
+        fetched_bytes=stats.fetched,
+        reused_bytes=stats.reused,
+        cache_root=root,
+        interpreter=pip_python,
+        elapsed=time.monotonic() - started,
+        notes=tuple(notes),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -872,12 +1033,16 @@ class CachedWheel:
 
     def request(self) -> dict:
         """The wheel as a worker's deploy request names it (no controller path)."""
-        return {"name": self.name, "version": self.version, "filename": self.filename,
-                "sha256": self.sha256, "size": self.size}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "filename": self.filename,
+            "sha256": self.sha256,
+            "size": self.size,
+        }
 
 
-def tool_wheel(name: str, version: str | None = None, *, python: str = "3.11",
-               root: Path | None = None) -> CachedWheel:
+def tool_wheel(name: str, version: str | None = None, *, python: str = "3.11", root: Path | None = None) -> CachedWheel:
     """The linux x86_64 wheel of tool `name` (default: the controller's installed version), cached.
 
     Which file that is gets remembered under <cache>/tools/, so later calls cost no pip run.
@@ -904,8 +1069,9 @@ def tool_wheel(name: str, version: str | None = None, *, python: str = "3.11",
         pass
     spec = Bundle(python=python, pins=[f"{name}=={version}"])
     resolution = pip_resolve(f"tool:{name}", spec, Path.cwd(), no_deps=True)
-    files = _fetch_resolved(f"tool:{name}", resolution.wheels, root, Target(python), resolution.interpreter,
-                            [], _Fetch())
+    files = _fetch_resolved(
+        f"tool:{name}", resolution.wheels, root, Target(python), resolution.interpreter, [], _Fetch()
+    )
     path, sha, size = files[resolution.wheels[0].filename]
     memo.parent.mkdir(parents=True, exist_ok=True)
     memo.write_text(json.dumps({"filename": path.name, "sha256": sha, "size": size}) + "\n")

@@ -21,9 +21,10 @@ Each finding is an error or a warning naming the two wheels and the requirement.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -31,8 +32,17 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.bundle import (Lock, ResolutionError, Target, WheelMeta, parse_requirements, pip_interpreter,
-                                 pip_resolve, read_lock, requirement_applies)
+from orchestrator.bundle import (
+    Lock,
+    ResolutionError,
+    Target,
+    WheelMeta,
+    parse_requirements,
+    pip_interpreter,
+    pip_resolve,
+    read_lock,
+    requirement_applies,
+)
 
 Severity = Literal["error", "warning"]
 
@@ -47,7 +57,7 @@ class Finding:
     """One problem: which wheel, against which other wheel (or Python, platform), by which requirement."""
 
     severity: Severity
-    kind: str                 # pin, lock, python, platform, libtpu, torch_xla-torch, jax-jaxlib, requires, missing, resolve
+    kind: str  # pin, lock, python, platform, libtpu, torch_xla-torch, jax-jaxlib, requires, missing, resolve
     message: str
     wheel: str | None = None
     other: str | None = None
@@ -57,8 +67,14 @@ class Finding:
         return f"{self.severity}: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"severity": self.severity, "kind": self.kind, "message": self.message,
-                "wheel": self.wheel, "other": self.other, "requirement": self.requirement}
+        return {
+            "severity": self.severity,
+            "kind": self.kind,
+            "message": self.message,
+            "wheel": self.wheel,
+            "other": self.other,
+            "requirement": self.requirement,
+        }
 
 
 @dataclass(frozen=True)
@@ -86,12 +102,19 @@ class CheckReport:
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "bundle": self.bundle, "python": self.python,
-                "metadata_from": self.metadata_from,
-                "lock": str(self.lock_path) if self.lock_path else None, "bundle_id": self.bundle_id,
-                "ok": self.ok, "errors": len(self.errors), "warnings": len(self.warnings),
-                "wheels": [{"name": w.name, "version": w.version, "filename": w.filename} for w in self.wheels],
-                "findings": [f.to_json() for f in self.findings]}
+        return {
+            "schema_version": 1,
+            "bundle": self.bundle,
+            "python": self.python,
+            "metadata_from": self.metadata_from,
+            "lock": str(self.lock_path) if self.lock_path else None,
+            "bundle_id": self.bundle_id,
+            "ok": self.ok,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "wheels": [{"name": w.name, "version": w.version, "filename": w.filename} for w in self.wheels],
+            "findings": [f.to_json() for f in self.findings],
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -101,16 +124,17 @@ class CheckReport:
 def check_bundle(fleet, name: str, *, interpreter: str | None = None) -> CheckReport:
     """Check bundle `name` of `fleet` from its lock, or from its pins' metadata when unlocked."""
     bundle = fleet.bundle(name)
-    tpu_lanes = sorted(lane for lane, spec in fleet.model.lanes.items()
-                       if spec.bundle == name and spec.platform == "tpu")
+    tpu_lanes = sorted(
+        lane for lane, spec in fleet.model.lanes.items() if spec.bundle == name and spec.platform == "tpu"
+    )
     lock_path = fleet.lock_path(name)
     if lock_path.exists():
         lock = read_lock(lock_path)
         findings = _lock_vs_spec(name, lock, bundle)
-        findings += check_wheels(name, bundle.python, bundle.pins, lock.wheels, complete=True,
-                                 tpu_lanes=tpu_lanes)
-        return CheckReport(name, bundle.python, "lock", lock_path, lock.bundle_id, lock.wheels,
-                           tuple(_ordered(findings)))
+        findings += check_wheels(name, bundle.python, bundle.pins, lock.wheels, complete=True, tpu_lanes=tpu_lanes)
+        return CheckReport(
+            name, bundle.python, "lock", lock_path, lock.bundle_id, lock.wheels, tuple(_ordered(findings))
+        )
     wheels, findings = _index_metadata(name, bundle, fleet.base_dir.resolve(), interpreter)
     findings += check_wheels(name, bundle.python, bundle.pins, wheels, complete=False, tpu_lanes=tpu_lanes)
     return CheckReport(name, bundle.python, "index", None, None, tuple(wheels), tuple(_ordered(findings)))
@@ -125,8 +149,9 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _index_metadata(name: str, bundle, base_dir: Path, interpreter: str | None
-                    ) -> tuple[list[WheelMeta], list[Finding]]:
+def _index_metadata(
+    name: str, bundle, base_dir: Path, interpreter: str | None
+) -> tuple[list[WheelMeta], list[Finding]]:
     """Each pin's own wheel metadata, without dependencies; pins that do not resolve become findings."""
     python = pip_interpreter(bundle.python, interpreter)
     try:
@@ -143,11 +168,15 @@ def _index_metadata(name: str, bundle, base_dir: Path, interpreter: str | None
         except ResolutionError as exact:
             # What does exist (for any Python)? Its tags then say why it does not fit.
             try:
-                resolution = pip_resolve(name, bundle, base_dir, pins=[pin], no_deps=True, relaxed=True,
-                                         interpreter=python)
+                resolution = pip_resolve(
+                    name, bundle, base_dir, pins=[pin], no_deps=True, relaxed=True, interpreter=python
+                )
             except ResolutionError:
-                findings.append(Finding("error", "resolve", f"pin {pin}: no wheel for {target.describe()}: "
-                                        f"{exact.reason}", wheel=pin))
+                findings.append(
+                    Finding(
+                        "error", "resolve", f"pin {pin}: no wheel for {target.describe()}: {exact.reason}", wheel=pin
+                    )
+                )
                 continue
         wheels += [w.meta() for w in resolution.wheels]
     return wheels, findings
@@ -157,15 +186,28 @@ def _lock_vs_spec(name: str, lock: Lock, bundle) -> list[Finding]:
     out = []
     redo = f"re-run `orch bundle lock {name}`"
     if lock.python != bundle.python:
-        out.append(Finding("warning", "lock", f"the lock was made for Python {lock.python}, but bundle '{name}' "
-                           f"now declares Python {bundle.python}; {redo}",
-                           other=f"Python {bundle.python}"))
+        out.append(
+            Finding(
+                "warning",
+                "lock",
+                f"the lock was made for Python {lock.python}, but bundle '{name}' "
+                f"now declares Python {bundle.python}; {redo}",
+                other=f"Python {bundle.python}",
+            )
+        )
     if list(lock.pins) != list(bundle.pins):
-        out.append(Finding("warning", "lock", f"the lock was made for pins {', '.join(lock.pins)}; fleet.yaml "
-                           f"now pins {', '.join(bundle.pins)}; {redo}"))
+        out.append(
+            Finding(
+                "warning",
+                "lock",
+                f"the lock was made for pins {', '.join(lock.pins)}; fleet.yaml "
+                f"now pins {', '.join(bundle.pins)}; {redo}",
+            )
+        )
     if lock.source != bundle.source.model_dump(mode="json"):
-        out.append(Finding("warning", "lock", f"bundle '{name}' has a different wheel source than when it "
-                           f"was locked; {redo}"))
+        out.append(
+            Finding("warning", "lock", f"bundle '{name}' has a different wheel source than when it was locked; {redo}")
+        )
     return out
 
 
@@ -173,8 +215,16 @@ def _lock_vs_spec(name: str, lock: Lock, bundle) -> list[Finding]:
 # The checks (pure)
 
 
-def check_wheels(bundle: str, python: str, pins: Sequence[str], wheels: Sequence[WheelMeta], *,
-                 complete: bool, tpu_lanes: Sequence[str] = (), target: Target | None = None) -> list[Finding]:
+def check_wheels(
+    bundle: str,
+    python: str,
+    pins: Sequence[str],
+    wheels: Sequence[WheelMeta],
+    *,
+    complete: bool,
+    tpu_lanes: Sequence[str] = (),
+    target: Target | None = None,
+) -> list[Finding]:
     """Cross-check `wheels` (the bundle's wheels; with `complete`, its whole dependency closure)."""
     target = target or Target(python)
     by_name = {w.name: w for w in wheels}
@@ -206,11 +256,19 @@ def _check_pins(pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], comp
         where = "the lock" if complete else "the resolved wheels"
         if wheel is None:
             if complete:
-                out.append(Finding("error", "pin", f"pin {req} has no wheel in {where}", wheel=str(req),
-                                   requirement=str(req)))
+                out.append(
+                    Finding("error", "pin", f"pin {req} has no wheel in {where}", wheel=str(req), requirement=str(req))
+                )
         elif not req.specifier.contains(wheel.version, prereleases=True):
-            out.append(Finding("error", "pin", f"pin {req} does not match {wheel.label} in {where}",
-                               wheel=wheel.label, requirement=str(req)))
+            out.append(
+                Finding(
+                    "error",
+                    "pin",
+                    f"pin {req} does not match {wheel.label} in {where}",
+                    wheel=wheel.label,
+                    requirement=str(req),
+                )
+            )
     return out
 
 
@@ -224,12 +282,26 @@ def _check_python_and_platform(wheel: WheelMeta, target: Target) -> list[Finding
     if wheel.requires_python:
         try:
             if not SpecifierSet(wheel.requires_python).contains(Version(target.python), prereleases=True):
-                out.append(Finding("error", "python", f"{wheel.label} requires Python {wheel.requires_python}, "
-                                   f"but the bundle's Python is {target.python}", wheel=wheel.label, other=py,
-                                   requirement=f"Requires-Python {wheel.requires_python}"))
+                out.append(
+                    Finding(
+                        "error",
+                        "python",
+                        f"{wheel.label} requires Python {wheel.requires_python}, "
+                        f"but the bundle's Python is {target.python}",
+                        wheel=wheel.label,
+                        other=py,
+                        requirement=f"Requires-Python {wheel.requires_python}",
+                    )
+                )
         except (InvalidSpecifier, InvalidVersion):
-            out.append(Finding("warning", "python", f"{wheel.label}: unreadable Requires-Python "
-                               f"'{wheel.requires_python}'", wheel=wheel.label))
+            out.append(
+                Finding(
+                    "warning",
+                    "python",
+                    f"{wheel.label}: unreadable Requires-Python '{wheel.requires_python}'",
+                    wheel=wheel.label,
+                )
+            )
     tags = {t for text in wheel.tags for t in parse_tag(text)}
     supported = set(target.supported_tags())
     if tags & supported:
@@ -239,24 +311,54 @@ def _check_python_and_platform(wheel: WheelMeta, target: Target) -> list[Finding
     built_for = ", ".join(sorted({_tag_python(t) for t in tags}))
     plats = ", ".join(sorted({t.platform for t in tags}))
     if not any((t.interpreter, t.abi) in pairs for t in tags):
-        out.append(Finding("error", "python", f"{wheel.label} ({wheel.filename}) is built for {built_for}, "
-                           f"but the bundle's Python is {target.python}", wheel=wheel.label, other=py,
-                           requirement=f"wheel tag {built_for}"))
+        out.append(
+            Finding(
+                "error",
+                "python",
+                f"{wheel.label} ({wheel.filename}) is built for {built_for}, "
+                f"but the bundle's Python is {target.python}",
+                wheel=wheel.label,
+                other=py,
+                requirement=f"wheel tag {built_for}",
+            )
+        )
     elif not any(t.platform in platforms for t in tags):
         newer = [t.platform for t in tags if _glibc_of(t.platform, target.machine)]
         if newer:
             glibc = min(_glibc_of(p, target.machine) for p in newer)
-            out.append(Finding("warning", "platform", f"{wheel.label} ({wheel.filename}) needs glibc "
-                               f"{glibc[0]}.{glibc[1]}, newer than the glibc {target.max_glibc[0]}."
-                               f"{target.max_glibc[1]} of TPU VM images", wheel=wheel.label,
-                               other=f"linux {target.machine}", requirement=f"platform tag {plats}"))
+            out.append(
+                Finding(
+                    "warning",
+                    "platform",
+                    f"{wheel.label} ({wheel.filename}) needs glibc "
+                    f"{glibc[0]}.{glibc[1]}, newer than the glibc {target.max_glibc[0]}."
+                    f"{target.max_glibc[1]} of TPU VM images",
+                    wheel=wheel.label,
+                    other=f"linux {target.machine}",
+                    requirement=f"platform tag {plats}",
+                )
+            )
         else:
-            out.append(Finding("error", "platform", f"{wheel.label} ({wheel.filename}) is built for {plats}, "
-                               f"not linux {target.machine}", wheel=wheel.label, other=f"linux {target.machine}",
-                               requirement=f"platform tag {plats}"))
+            out.append(
+                Finding(
+                    "error",
+                    "platform",
+                    f"{wheel.label} ({wheel.filename}) is built for {plats}, not linux {target.machine}",
+                    wheel=wheel.label,
+                    other=f"linux {target.machine}",
+                    requirement=f"platform tag {plats}",
+                )
+            )
     else:
-        out.append(Finding("error", "platform", f"{wheel.label} ({wheel.filename}): no tag fits "
-                           f"{target.describe()}", wheel=wheel.label, requirement=f"wheel tags {plats}"))
+        out.append(
+            Finding(
+                "error",
+                "platform",
+                f"{wheel.label} ({wheel.filename}): no tag fits {target.describe()}",
+                wheel=wheel.label,
+                requirement=f"wheel tags {plats}",
+            )
+        )
     return out
 
 
@@ -270,8 +372,9 @@ def _glibc_of(platform: str, machine: str) -> tuple[int, int] | None:
     return None
 
 
-def _requested_extras(pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], env: dict[str, str]
-                      ) -> dict[str, set[str]]:
+def _requested_extras(
+    pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], env: dict[str, str]
+) -> dict[str, set[str]]:
     """Extras each wheel is asked for: by a pin, or by another wheel's applicable requirement."""
     extras: dict[str, set[str]] = {name: set() for name in by_name}
     for req in pin_reqs:
@@ -300,8 +403,9 @@ def _kind(wheel: str, dep: str) -> str:
     return "requires"
 
 
-def _check_requirements(pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], pinned: set[str],
-                        target: Target, complete: bool) -> list[Finding]:
+def _check_requirements(
+    pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], pinned: set[str], target: Target, complete: bool
+) -> list[Finding]:
     env = target.marker_environment()
     extras = _requested_extras(pin_reqs, by_name, env)
     out = []
@@ -321,9 +425,16 @@ def _check_requirements(pin_reqs: list[Requirement], by_name: dict[str, WheelMet
             if dep is None:
                 # Without a lock only the pins are known; their dependencies come with the lock.
                 if complete and not implied:
-                    out.append(Finding("error", "missing", f"{label} requires {_req_text(req)}, but the bundle "
-                                       f"has no {req.name}", wheel=label, other=req.name,
-                                       requirement=_req_text(req)))
+                    out.append(
+                        Finding(
+                            "error",
+                            "missing",
+                            f"{label} requires {_req_text(req)}, but the bundle has no {req.name}",
+                            wheel=label,
+                            other=req.name,
+                            requirement=_req_text(req),
+                        )
+                    )
                 continue
             if not req.specifier or req.specifier.contains(dep.version, prereleases=True):
                 continue
@@ -331,8 +442,16 @@ def _check_requirements(pin_reqs: list[Requirement], by_name: dict[str, WheelMet
             message = f"{label} requires {_req_text(req)}, but {_has(dep, pinned)}"
             if implied:
                 message += f" ({wheel.project}'s [tpu] extra is not requested)"
-            out.append(Finding(severity, _kind(wheel.name, dep_name), message, wheel=label, other=dep.label,
-                               requirement=_req_text(req)))
+            out.append(
+                Finding(
+                    severity,
+                    _kind(wheel.name, dep_name),
+                    message,
+                    wheel=label,
+                    other=dep.label,
+                    requirement=_req_text(req),
+                )
+            )
     return out
 
 
@@ -346,20 +465,35 @@ def _release(version: str) -> tuple[int, ...] | None:
 def _check_torch_xla_line(by_name: dict[str, WheelMeta], pinned: set[str]) -> list[Finding]:
     xla = by_name.get("torch-xla")
     if xla is None or any(canonicalize_name(r.name) == "torch" for r in parse_requirements(xla)):
-        return []          # a declared requirement is checked with the others
+        return []  # a declared requirement is checked with the others
     line = _release(xla.version)
     if line is None:
         return []
     want = ".".join(map(str, line)) + ".*"
     torch = by_name.get("torch")
     if torch is None:
-        return [Finding("error", "torch_xla-torch", f"{xla.label} needs torch {want} (its own release line), "
-                        f"but the bundle has no torch", wheel=xla.label, other="torch",
-                        requirement=f"torch=={want}")]
+        return [
+            Finding(
+                "error",
+                "torch_xla-torch",
+                f"{xla.label} needs torch {want} (its own release line), but the bundle has no torch",
+                wheel=xla.label,
+                other="torch",
+                requirement=f"torch=={want}",
+            )
+        ]
     if _release(torch.version) != line:
-        return [Finding("error", "torch_xla-torch", f"{xla.label} declares no torch requirement, but only loads "
-                        f"into torch from its own release line ({want}), and {_has(torch, pinned)}",
-                        wheel=xla.label, other=torch.label, requirement=f"torch=={want}")]
+        return [
+            Finding(
+                "error",
+                "torch_xla-torch",
+                f"{xla.label} declares no torch requirement, but only loads "
+                f"into torch from its own release line ({want}), and {_has(torch, pinned)}",
+                wheel=xla.label,
+                other=torch.label,
+                requirement=f"torch=={want}",
+            )
+        ]
     return []
 
 
@@ -377,6 +511,13 @@ def _check_tpu_runtime(by_name: dict[str, WheelMeta], tpu_lanes: Sequence[str], 
                 wants.append(f"{w.label} [tpu] requires {_req_text(req)}")
     lanes = ", ".join(tpu_lanes)
     detail = f" ({'; '.join(wants)})" if wants else ""
-    return [Finding("error", "libtpu", f"lane {lanes} runs this bundle on TPU, but the bundle has no libtpu{detail}",
-                    wheel=frontends[0].label, other="libtpu",
-                    requirement=wants[0].split(" requires ", 1)[1] if wants else None)]
+    return [
+        Finding(
+            "error",
+            "libtpu",
+            f"lane {lanes} runs this bundle on TPU, but the bundle has no libtpu{detail}",
+            wheel=frontends[0].label,
+            other="libtpu",
+            requirement=wants[0].split(" requires ", 1)[1] if wants else None,
+        )
+    ]

@@ -55,31 +55,43 @@ class CachePlan:
     lane: str
     worker: str
     index: int
-    policy: str | None        # the cache policy's name in fleet.yaml
-    mode: str                 # per-host | single-writer | off
-    role: str                 # writer | reader | private | off
-    base: str | None          # the lane's cache directory for this bundle: <root>/<lane>/<bundle-id>
+    policy: str | None  # the cache policy's name in fleet.yaml
+    mode: str  # per-host | single-writer | off
+    role: str  # writer | reader | private | off
+    base: str | None  # the lane's cache directory for this bundle: <root>/<lane>/<bundle-id>
     roots: dict[str, str | None]
-    shared: bool              # on the slice's shared mount
-    writer: str | None        # single-writer: the writer's worker name
-    lease: str | None         # single-writer: the writer lease file
+    shared: bool  # on the slice's shared mount
+    writer: str | None  # single-writer: the writer's worker name
+    lease: str | None  # single-writer: the writer lease file
 
     @property
     def writes(self) -> bool:
         return self.role in ("writer", "private")
 
-    def resolve(self, bundle_id: str) -> "CachePlan":
+    def resolve(self, bundle_id: str) -> CachePlan:
         """The same plan with the bundle id filled in."""
+
         def fill(p):
             return p.replace(BUNDLE_PLACEHOLDER, bundle_id) if p else p
 
-        return replace(self, base=fill(self.base), roots={f: fill(p) for f, p in self.roots.items()},
-                       lease=fill(self.lease))
+        return replace(
+            self, base=fill(self.base), roots={f: fill(p) for f, p in self.roots.items()}, lease=fill(self.lease)
+        )
 
     def to_dict(self) -> dict:
-        return {"lane": self.lane, "worker": self.worker, "index": self.index, "policy": self.policy,
-                "mode": self.mode, "role": self.role, "base": self.base, "roots": dict(self.roots),
-                "shared": self.shared, "writer": self.writer, "lease": self.lease}
+        return {
+            "lane": self.lane,
+            "worker": self.worker,
+            "index": self.index,
+            "policy": self.policy,
+            "mode": self.mode,
+            "role": self.role,
+            "base": self.base,
+            "roots": dict(self.roots),
+            "shared": self.shared,
+            "writer": self.writer,
+            "lease": self.lease,
+        }
 
 
 def _join(*parts: str) -> str:
@@ -113,37 +125,73 @@ def lane_dir(fleet: Fleet, lane: str, worker: WorkerRef, scope: str | None = Non
     return _join(base, CHECKS_DIR, scope, lane) if scope else _join(base, lane)
 
 
-def cache_plan(fleet: Fleet, lane: str, worker: WorkerRef, bundle_id: str = BUNDLE_PLACEHOLDER, *,
-               scope: str | None = None) -> CachePlan:
+def cache_plan(
+    fleet: Fleet, lane: str, worker: WorkerRef, bundle_id: str = BUNDLE_PLACEHOLDER, *, scope: str | None = None
+) -> CachePlan:
     """Every cache path and the role of `worker` in `lane` (pure; the single source of truth)."""
     lane_model = fleet.lane(lane)
     policy = fleet.cache_policy(lane)
     if worker.name not in fleet.lane_members.get(lane, ()):
         raise ConfigError(f"{fleet.path.name}: worker {worker.name} is not in lane '{lane}'")
     if policy.mode == "off":
-        return CachePlan(lane=lane, worker=worker.name, index=worker.index, policy=lane_model.cache, mode="off",
-                         role="off", base=None, roots={f: None for f in FRONTENDS}, shared=False, writer=None,
-                         lease=None)
+        return CachePlan(
+            lane=lane,
+            worker=worker.name,
+            index=worker.index,
+            policy=lane_model.cache,
+            mode="off",
+            role="off",
+            base=None,
+            roots={f: None for f in FRONTENDS},
+            shared=False,
+            writer=None,
+            lease=None,
+        )
     base = _join(lane_dir(fleet, lane, worker, scope), bundle_id)
     roots = {f: _join(base, f) for f in FRONTENDS}
     if policy.mode == "per-host":
-        return CachePlan(lane=lane, worker=worker.name, index=worker.index, policy=lane_model.cache,
-                         mode="per-host", role="private", base=base, roots=roots, shared=False, writer=None,
-                         lease=None)
+        return CachePlan(
+            lane=lane,
+            worker=worker.name,
+            index=worker.index,
+            policy=lane_model.cache,
+            mode="per-host",
+            role="private",
+            base=base,
+            roots=roots,
+            shared=False,
+            writer=None,
+            lease=None,
+        )
     windex = writer_index(fleet, lane)
     writer = next(w.name for w in fleet.lane_workers(lane) if w.index == windex)
-    return CachePlan(lane=lane, worker=worker.name, index=worker.index, policy=lane_model.cache,
-                     mode="single-writer", role="writer" if worker.index == windex else "reader", base=base,
-                     roots=roots, shared=True, writer=writer, lease=_join(base, LEASE_FILE))
+    return CachePlan(
+        lane=lane,
+        worker=worker.name,
+        index=worker.index,
+        policy=lane_model.cache,
+        mode="single-writer",
+        role="writer" if worker.index == windex else "reader",
+        base=base,
+        roots=roots,
+        shared=True,
+        writer=writer,
+        lease=_join(base, LEASE_FILE),
+    )
 
 
 def launch_cache(fleet: Fleet, lane: str, *, scope: str | None = None) -> dict:
     """The `cache` section of a launch plan: the policy and every process's cache plan."""
     policy = fleet.cache_policy(lane)
     workers = fleet.lane_workers(lane)
-    return {"name": fleet.lane(lane).cache, **policy.model_dump(mode="json"), "scope": scope,
-            "heartbeat_interval": HEARTBEAT_INTERVAL, "lease_ttl": LEASE_TTL,
-            "processes": {w.name: cache_plan(fleet, lane, w, scope=scope).to_dict() for w in workers}}
+    return {
+        "name": fleet.lane(lane).cache,
+        **policy.model_dump(mode="json"),
+        "scope": scope,
+        "heartbeat_interval": HEARTBEAT_INTERVAL,
+        "lease_ttl": LEASE_TTL,
+        "processes": {w.name: cache_plan(fleet, lane, w, scope=scope).to_dict() for w in workers},
+    }
 
 
 def describe(cache: dict) -> str:
@@ -158,8 +206,10 @@ def describe(cache: dict) -> str:
     if mode == "per-host":
         return f"cache policy {name}: per-host, every worker writes its own {where}"
     readers = sum(1 for p in procs.values() if p["role"] == "reader")
-    return (f"cache policy {name}: single-writer, {first['writer']} writes {where} under a lease, "
-            f"{readers} reader{'s' if readers != 1 else ''} only read")
+    return (
+        f"cache policy {name}: single-writer, {first['writer']} writes {where} under a lease, "
+        f"{readers} reader{'s' if readers != 1 else ''} only read"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -173,14 +223,14 @@ class CacheRow:
     lane: str
     policy: str | None
     mode: str
-    location: str             # the worker whose disk holds it, or "shared"
-    seen_from: str            # the worker that looked
+    location: str  # the worker whose disk holds it, or "shared"
+    seen_from: str  # the worker that looked
     bundle_id: str
-    active: bool              # the lane's active bundle on `seen_from`
+    active: bool  # the lane's active bundle on `seen_from`
     frontend: str
     path: str
-    writer: str               # a worker name, or "each worker"
-    lease: dict | None        # {"state": live|stale|none, "holder": {...}, "reason": ...}
+    writer: str  # a worker name, or "each worker"
+    lease: dict | None  # {"state": live|stale|none, "holder": {...}, "reason": ...}
     entries: int
     bytes: int
     last_write: float | None
@@ -196,12 +246,18 @@ class CacheStatus:
     mode: str
     rows: list[CacheRow] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
-    checks: dict[str, list[str]] = field(default_factory=dict)   # leftover restart-check dirs per worker
+    checks: dict[str, list[str]] = field(default_factory=dict)  # leftover restart-check dirs per worker
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "lane": self.lane, "policy": self.policy, "mode": self.mode,
-                "rows": [r.to_dict() for r in self.rows], "errors": dict(self.errors),
-                "leftover_checks": dict(self.checks)}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "lane": self.lane,
+            "policy": self.policy,
+            "mode": self.mode,
+            "rows": [r.to_dict() for r in self.rows],
+            "errors": dict(self.errors),
+            "leftover_checks": dict(self.checks),
+        }
 
 
 def _viewers(fleet: Fleet, lane: str) -> list[WorkerRef]:
@@ -217,9 +273,14 @@ def _viewers(fleet: Fleet, lane: str) -> list[WorkerRef]:
 def _job(transport: Transport, worker: WorkerRef, verb: str, request: dict, timeout: float = 120) -> Result:
     from orchestrator.remote import run_hostside
 
-    return run_hostside(transport, worker, "launch_cache",
-                        [verb, "--request", json.dumps(request, separators=(",", ":"))],
-                        python=worker.python, timeout=timeout)
+    return run_hostside(
+        transport,
+        worker,
+        "launch_cache",
+        [verb, "--request", json.dumps(request, separators=(",", ":"))],
+        python=worker.python,
+        timeout=timeout,
+    )
 
 
 def _document(res: Result) -> dict | None:
@@ -240,9 +301,18 @@ def status(fleet: Fleet, lane: str, transport: Transport) -> CacheStatus:
     viewers = _viewers(fleet, lane)
 
     def one(w: WorkerRef) -> Result:
-        return _job(transport, w, "status", {"lane": lane, "lane_dir": lane_dir(fleet, lane, w),
-                                             "checks_dir": _join(base_root(fleet, lane, w), CHECKS_DIR),
-                                             "active": f"{w.root}/lanes/{lane}/active", "ttl": LEASE_TTL})
+        return _job(
+            transport,
+            w,
+            "status",
+            {
+                "lane": lane,
+                "lane_dir": lane_dir(fleet, lane, w),
+                "checks_dir": _join(base_root(fleet, lane, w), CHECKS_DIR),
+                "active": f"{w.root}/lanes/{lane}/active",
+                "ttl": LEASE_TTL,
+            },
+        )
 
     results = transport.map(one, [w.name for w in viewers])
     windex = writer_index(fleet, lane)
@@ -260,21 +330,33 @@ def status(fleet: Fleet, lane: str, transport: Transport) -> CacheStatus:
             if not present:  # only a lease (or nothing yet): one row keeps it visible
                 present = {"-": {"path": _join(b["base"], "-"), "entries": 0, "bytes": 0, "last_write": None}}
             for frontend, info in present.items():
-                out.rows.append(CacheRow(
-                    lane=lane, policy=out.policy, mode=policy.mode,
-                    location="shared" if policy.mode == "single-writer" else w.name, seen_from=w.name,
-                    bundle_id=b["bundle_id"], active=b["active"], frontend=frontend, path=info["path"],
-                    writer=writer_name or "each worker", lease=b.get("lease"), entries=info["entries"],
-                    bytes=info["bytes"], last_write=info["last_write"]))
+                out.rows.append(
+                    CacheRow(
+                        lane=lane,
+                        policy=out.policy,
+                        mode=policy.mode,
+                        location="shared" if policy.mode == "single-writer" else w.name,
+                        seen_from=w.name,
+                        bundle_id=b["bundle_id"],
+                        active=b["active"],
+                        frontend=frontend,
+                        path=info["path"],
+                        writer=writer_name or "each worker",
+                        lease=b.get("lease"),
+                        entries=info["entries"],
+                        bytes=info["bytes"],
+                        last_write=info["last_write"],
+                    )
+                )
     return out
 
 
 @dataclass
 class ClearResult:
     lane: str
-    removed: dict[str, list[str]] = field(default_factory=dict)     # worker -> paths
-    freed: dict[str, int] = field(default_factory=dict)             # worker -> bytes
-    refused: dict[str, list[str]] = field(default_factory=dict)     # worker -> reasons (live writers)
+    removed: dict[str, list[str]] = field(default_factory=dict)  # worker -> paths
+    freed: dict[str, int] = field(default_factory=dict)  # worker -> bytes
+    refused: dict[str, list[str]] = field(default_factory=dict)  # worker -> reasons (live writers)
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -282,8 +364,15 @@ class ClearResult:
         return not self.refused and not self.errors
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "lane": self.lane, "ok": self.ok, "removed": self.removed,
-                "freed": self.freed, "refused": self.refused, "errors": self.errors}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "lane": self.lane,
+            "ok": self.ok,
+            "removed": self.removed,
+            "freed": self.freed,
+            "refused": self.refused,
+            "errors": self.errors,
+        }
 
 
 def clear(fleet: Fleet, lane: str, transport: Transport, *, scope: str | None = None) -> ClearResult:
@@ -299,9 +388,16 @@ def clear(fleet: Fleet, lane: str, transport: Transport, *, scope: str | None = 
     viewers = _viewers(fleet, lane)
 
     def one(w: WorkerRef) -> Result:
-        return _job(transport, w, "clear", {"lane_dir": lane_dir(fleet, lane, w, scope), "ttl": LEASE_TTL,
-                                            "scope_dir": _join(base_root(fleet, lane, w), CHECKS_DIR, scope)
-                                            if scope else None})
+        return _job(
+            transport,
+            w,
+            "clear",
+            {
+                "lane_dir": lane_dir(fleet, lane, w, scope),
+                "ttl": LEASE_TTL,
+                "scope_dir": _join(base_root(fleet, lane, w), CHECKS_DIR, scope) if scope else None,
+            },
+        )
 
     results = transport.map(one, [w.name for w in viewers])
     for w in viewers:

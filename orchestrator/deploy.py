@@ -28,9 +28,9 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from hostside.deploy import describe_holder
 from orchestrator.bundle import CachedWheel
@@ -64,11 +64,23 @@ class DeployPlan:
 
     def to_dict(self) -> dict:
         return {
-            "lane": self.lane, "bundle": self.bundle, "bundle_id": self.bundle_id,
-            "lock_digest": self.lock_digest, "python": self.python, "relay": self.relay,
-            "workers": [{"name": w.name, "host": w.host, "env": f"{w.root}/envs/{self.bundle_id}",
-                         "active": f"{w.root}/lanes/{self.lane}/active"} for w in self.workers],
-            "wheels": [w.request() for w in self.wheels], "installer": self.uv.request(),
+            "lane": self.lane,
+            "bundle": self.bundle,
+            "bundle_id": self.bundle_id,
+            "lock_digest": self.lock_digest,
+            "python": self.python,
+            "relay": self.relay,
+            "workers": [
+                {
+                    "name": w.name,
+                    "host": w.host,
+                    "env": f"{w.root}/envs/{self.bundle_id}",
+                    "active": f"{w.root}/lanes/{self.lane}/active",
+                }
+                for w in self.workers
+            ],
+            "wheels": [w.request() for w in self.wheels],
+            "installer": self.uv.request(),
             "bundle_bytes": self.bundle_bytes,
         }
 
@@ -78,7 +90,7 @@ class WorkerOutcome:
     """How the deploy ended on one worker."""
 
     worker: str
-    status: str = "pending"          # installed | unchanged | failed
+    status: str = "pending"  # installed | unchanged | failed
     reason: str | None = None
     bytes_from_controller: int = 0
     bytes_from_peer: int = 0
@@ -108,11 +120,19 @@ class DeployReport:
         return sum(o.bytes_from_controller for o in self.outcomes.values())
 
     def to_dict(self) -> dict:
-        return {"schema_version": 1, "lane": self.plan.lane, "bundle": self.plan.bundle,
-                "bundle_id": self.plan.bundle_id, "ok": self.ok, "seed": self.seed,
-                "relay_used": self.relay_used, "controller_bytes": self.controller_bytes,
-                "bundle_bytes": self.plan.bundle_bytes, "elapsed": round(self.elapsed, 3),
-                "workers": {n: o.to_dict() for n, o in self.outcomes.items()}}
+        return {
+            "schema_version": 1,
+            "lane": self.plan.lane,
+            "bundle": self.plan.bundle,
+            "bundle_id": self.plan.bundle_id,
+            "ok": self.ok,
+            "seed": self.seed,
+            "relay_used": self.relay_used,
+            "controller_bytes": self.controller_bytes,
+            "bundle_bytes": self.plan.bundle_bytes,
+            "elapsed": round(self.elapsed, 3),
+            "workers": {n: o.to_dict() for n, o in self.outcomes.items()},
+        }
 
 
 Progress = Callable[[str, str], None]  # (worker, phase)
@@ -134,16 +154,34 @@ def plan_deploy(fleet: Fleet, lane: str, *, relay: bool = True, lock=None, fetch
     lock_path = fleet.lock_path(lane_model.bundle)
     if lock is None:
         if not lock_path.exists():
-            raise BundleError(f"bundle '{lane_model.bundle}' has no lock at {lock_path}",
-                              hint=f"orch bundle lock {lane_model.bundle}")
+            raise BundleError(
+                f"bundle '{lane_model.bundle}' has no lock at {lock_path}", hint=f"orch bundle lock {lane_model.bundle}"
+            )
         lock = bundles.read_lock(lock_path)
     if fetch:
         bundles.fetch_wheels(lock, fleet.base_dir)
-    wheels = tuple(CachedWheel(name=w.name, version=w.version, filename=w.filename, sha256=w.sha256,
-                             size=w.size, path=bundles.cached_wheel_path(w)) for w in lock.wheels)
-    return DeployPlan(lane=lane, bundle=lane_model.bundle, bundle_id=lock.bundle_id,
-                      lock_digest=lock.digest, python=spec.python, workers=tuple(fleet.lane_workers(lane)),
-                      wheels=wheels, uv=installer_wheel(), relay=relay)
+    wheels = tuple(
+        CachedWheel(
+            name=w.name,
+            version=w.version,
+            filename=w.filename,
+            sha256=w.sha256,
+            size=w.size,
+            path=bundles.cached_wheel_path(w),
+        )
+        for w in lock.wheels
+    )
+    return DeployPlan(
+        lane=lane,
+        bundle=lane_model.bundle,
+        bundle_id=lock.bundle_id,
+        lock_digest=lock.digest,
+        python=spec.python,
+        workers=tuple(fleet.lane_workers(lane)),
+        wheels=wheels,
+        uv=installer_wheel(),
+        relay=relay,
+    )
 
 
 def installer_wheel() -> CachedWheel:
@@ -165,12 +203,20 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
     say = progress or (lambda worker, phase: None)
     missing_local = [w for w in (*plan.wheels, plan.uv) if not w.path.exists() or w.path.stat().st_size != w.size]
     if missing_local:
-        raise BundleError(f"the controller's wheel cache lacks {', '.join(w.filename for w in missing_local)}",
-                          hint=f"orch bundle fetch {plan.bundle} (or orch bundle lock {plan.bundle})")
+        raise BundleError(
+            f"the controller's wheel cache lacks {', '.join(w.filename for w in missing_local)}",
+            hint=f"orch bundle fetch {plan.bundle} (or orch bundle lock {plan.bundle})",
+        )
     token = secrets.token_hex(8)
-    holder = {"token": token, "controller": socket.gethostname(), "pid": os.getpid(),
-              "user": getpass.getuser(), "bundle_id": plan.bundle_id, "started": time.time(),
-              "liveness": str(_liveness_path(token))}
+    holder = {
+        "token": token,
+        "controller": socket.gethostname(),
+        "pid": os.getpid(),
+        "user": getpass.getuser(),
+        "bundle_id": plan.bundle_id,
+        "started": time.time(),
+        "liveness": str(_liveness_path(token)),
+    }
     job = _Deploy(plan, transport, holder, say)
     with _liveness(token):
         try:
@@ -178,8 +224,9 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
                 job.run()
         finally:
             job.release_all()
-    report = DeployReport(plan=plan, outcomes=job.outcomes, seed=job.seed, relay_used=job.relay_used,
-                          elapsed=time.monotonic() - start)
+    report = DeployReport(
+        plan=plan, outcomes=job.outcomes, seed=job.seed, relay_used=job.relay_used, elapsed=time.monotonic() - start
+    )
     return report
 
 
@@ -193,14 +240,19 @@ class _Deploy:
         self.relay_used = False
         self.all_wheels = {w.sha256: w for w in (*plan.wheels, plan.uv)}
         self.needs: dict[str, list[dict]] = {}
-        self.free: dict[str, int | None] = {}      # disk_free_bytes under the root, as begin saw it
-        self.lost: dict[str, dict | None] = {}     # worker -> who holds our lock now (from a heartbeat)
+        self.free: dict[str, int | None] = {}  # disk_free_bytes under the root, as begin saw it
+        self.lost: dict[str, dict | None] = {}  # worker -> who holds our lock now (from a heartbeat)
 
     # -- plumbing --------------------------------------------------------
 
     def _base(self, w: WorkerRef) -> dict:
-        return {"root": w.root, "lane": self.plan.lane, "bundle_id": self.plan.bundle_id,
-                "bundle": self.plan.bundle, "holder": self.holder}
+        return {
+            "root": w.root,
+            "lane": self.plan.lane,
+            "bundle_id": self.plan.bundle_id,
+            "bundle": self.plan.bundle,
+            "holder": self.holder,
+        }
 
     def call(self, w: WorkerRef, action: str, extra: dict | None = None, timeout: float = 600) -> dict:
         """Run one hostside deploy action; returns its document or raises _Failed."""
@@ -239,6 +291,7 @@ class _Deploy:
             o.elapsed += took
             o.phases[phase] = round(o.phases.get(phase, 0.0) + took, 3)
             return Result(host=w.name, argv=(), exit_code=0)
+
         self.t.map(guarded, [w.name for w in workers])
 
     # -- steps -------------------------------------------------------------
@@ -255,15 +308,21 @@ class _Deploy:
         wheels = [x.request() for x in (*self.plan.wheels, self.plan.uv)]
         doc = self.call(w, "begin", {"wheels": wheels, "stale_after": STALE_AFTER}, timeout=60)
         if doc["state"] == "locked" and _holder_is_dead(doc["holder"]):
-            doc = self.call(w, "begin", {"wheels": wheels, "stale_after": STALE_AFTER,
-                                         "steal": [doc["holder"].get("token")]}, timeout=60)
+            doc = self.call(
+                w,
+                "begin",
+                {"wheels": wheels, "stale_after": STALE_AFTER, "steal": [doc["holder"].get("token")]},
+                timeout=60,
+            )
         o = self.outcomes[w.name]
         o.recovered_lock = doc.get("recovered_lock")
         if doc["state"] == "locked":
             h = doc["holder"] or {}
-            raise _Failed(f"another deploy holds lane {self.plan.lane}: {h.get('user', '?')}@"
-                          f"{h.get('controller', '?')} pid {h.get('pid', '?')} (bundle {h.get('bundle_id', '?')}, "
-                          f"heartbeat {doc.get('heartbeat_age', '?')}s ago)")
+            raise _Failed(
+                f"another deploy holds lane {self.plan.lane}: {h.get('user', '?')}@"
+                f"{h.get('controller', '?')} pid {h.get('pid', '?')} (bundle {h.get('bundle_id', '?')}, "
+                f"heartbeat {doc.get('heartbeat_age', '?')}s ago)"
+            )
         if doc["state"] == "unchanged":
             o.status = "unchanged"
             self.say(w.name, "unchanged")
@@ -284,8 +343,10 @@ class _Deploy:
 
     def no_space(self, w: WorkerRef, nbytes: int) -> str:
         need, headroom = _mib(nbytes + disk_headroom(nbytes)), _mib(disk_headroom(nbytes))
-        return (f"not enough disk space: needs {need} MiB ({_mib(nbytes)} MiB of wheels + {headroom} MiB "
-                f"headroom), {self.free[w.name] // 2**20} MiB free under {w.root}")
+        return (
+            f"not enough disk space: needs {need} MiB ({_mib(nbytes)} MiB of wheels + {headroom} MiB "
+            f"headroom), {self.free[w.name] // 2**20} MiB free under {w.root}"
+        )
 
     def transfer(self, need: dict[str, list[dict]]) -> None:
         candidates = sorted(need, key=lambda n: (-len(need[n]), self.workers[n].index))
@@ -300,8 +361,11 @@ class _Deploy:
             self.each("push", lambda w: self.push(w, seed_missing), [self.workers[seed]])
         if seed is None or self.outcomes[seed].status != "pending":
             others = [n for n in others if n != seed]
-            self.each("push", lambda w: self.push(w, [self.all_wheels[x["sha256"]] for x in need[w.name]]),
-                      [self.workers[n] for n in others])
+            self.each(
+                "push",
+                lambda w: self.push(w, [self.all_wheels[x["sha256"]] for x in need[w.name]]),
+                [self.workers[n] for n in others],
+            )
             return
         self.seed = seed
         others = [n for n in others if n != seed]
@@ -309,13 +373,13 @@ class _Deploy:
             return
         url = self.serve(self.workers[seed]) if self.plan.relay else None
         try:
+
             def fetch(w: WorkerRef) -> None:
                 wanted = [self.all_wheels[x["sha256"]] for x in need[w.name]]
                 failed = wanted
                 if url:
                     self.say(w.name, f"fetching {len(wanted)} wheel(s) from {seed}")
-                    doc = self.call(w, "fetch", {"url": url, "wheels": [x.request() for x in wanted]},
-                                    timeout=1800)
+                    doc = self.call(w, "fetch", {"url": url, "wheels": [x.request() for x in wanted]}, timeout=1800)
                     self.outcomes[w.name].bytes_from_peer += doc["bytes"]
                     bad = {f["filename"] for f in doc["failed"]}
                     failed = [x for x in wanted if x.filename in bad]
@@ -323,6 +387,7 @@ class _Deploy:
                         self.relay_used = True
                 if failed:
                     self.push(w, failed)  # fallback: straight from the controller
+
             self.each("fetch", fetch, [self.workers[n] for n in others])
         finally:
             if url:
@@ -333,8 +398,12 @@ class _Deploy:
 
     def serve(self, seed: WorkerRef) -> str | None:
         try:
-            doc = self.call(seed, "serve", {"token": self.holder["token"], "lifetime": 1800,
-                                            "bind": seed.internal_address}, timeout=30)
+            doc = self.call(
+                seed,
+                "serve",
+                {"token": self.holder["token"], "lifetime": 1800, "bind": seed.internal_address},
+                timeout=30,
+            )
         except _Failed as exc:
             self.say(seed.name, f"cannot serve wheels to peers ({exc}); pushing directly")
             return None
@@ -364,9 +433,17 @@ class _Deploy:
     def install_and_activate(self, w: WorkerRef) -> None:
         self.check_lock(w)
         self.say(w.name, "installing")
-        doc = self.call(w, "install", {"wheels": [x.request() for x in self.plan.wheels],
-                                       "uv": self.plan.uv.request(), "python": self.plan.python,
-                                       "lock_digest": self.plan.lock_digest}, timeout=1800)
+        doc = self.call(
+            w,
+            "install",
+            {
+                "wheels": [x.request() for x in self.plan.wheels],
+                "uv": self.plan.uv.request(),
+                "python": self.plan.python,
+                "lock_digest": self.plan.lock_digest,
+            },
+            timeout=1800,
+        )
         self.outcomes[w.name].phases["env_build"] = doc.get("elapsed")
         self.say(w.name, "activating")
         doc = self.call(w, "activate", {"lock_digest": self.plan.lock_digest}, timeout=60)
@@ -379,8 +456,10 @@ class _Deploy:
         """Stop early on a worker whose lock a heartbeat found taken (the worker
         itself refuses to install or activate for us then)."""
         if w.name in self.lost:
-            raise _Failed(f"this deploy no longer holds lane {self.plan.lane}'s deploy lock "
-                          f"({describe_holder(self.lost[w.name])}); the previous bundle stays active")
+            raise _Failed(
+                f"this deploy no longer holds lane {self.plan.lane}'s deploy lock "
+                f"({describe_holder(self.lost[w.name])}); the previous bundle stays active"
+            )
 
     def beat(self) -> None:
         """Refresh the heartbeat of our lock on every worker still in progress.
@@ -395,6 +474,7 @@ class _Deploy:
         def one(name: str) -> None:
             with gate:
                 self.beat_one(name)
+
         threads = [threading.Thread(target=one, args=(n,), name=f"orch-heartbeat-{n}", daemon=True) for n in names]
         for t in threads:
             t.start()
@@ -411,12 +491,14 @@ class _Deploy:
 
     def release_all(self) -> None:
         """Release our lock on every worker that still holds it (failures included)."""
+
         def release(w: WorkerRef) -> Result:
             try:
                 self.call(w, "unlock", timeout=30)
             except Exception:
                 pass
             return Result(host=w.name, argv=(), exit_code=0)
+
         if self.locked:
             self.t.map(release, list(self.locked))
             self.locked.clear()
@@ -452,7 +534,7 @@ class _Heartbeat:
             except Exception:  # a missed beat is retried on the next one
                 pass
 
-    def __enter__(self) -> "_Heartbeat":
+    def __enter__(self) -> _Heartbeat:
         self._thread.start()
         return self
 
@@ -530,8 +612,12 @@ def _named_liveness(holder: dict, token: str) -> Path | None:
     if not isinstance(named, str):
         return None
     path = Path(named)
-    if path.is_absolute() and ".." not in path.parts and path.name == f"{token}.lock" \
-            and path.parent.parts[-2:] == ("orch", "deploys"):
+    if (
+        path.is_absolute()
+        and ".." not in path.parts
+        and path.name == f"{token}.lock"
+        and path.parent.parts[-2:] == ("orch", "deploys")
+    ):
         return path
     return None
 
@@ -557,9 +643,11 @@ def _pid_is_gone(pid) -> bool:
 
 def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict]:
     """Re-activate the previous bundle on every worker of the lane."""
+
     def one(w: WorkerRef) -> Result:
         req = {"root": w.root, "lane": lane}
         return run_hostside(transport, w, "deploy", ["rollback"], stdin=json.dumps(req), timeout=60)
+
     return {n: _doc_or_error(r) for n, r in transport.map(one, [w.name for w in fleet.lane_workers(lane)]).items()}
 
 
@@ -572,6 +660,7 @@ def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, di
         mine = [ln for ln in lanes if w.name in members[ln]]
         req = {"root": w.root, "lanes": mine}
         return run_hostside(transport, w, "deploy", ["status"], stdin=json.dumps(req), timeout=60)
+
     return {n: _doc_or_error(r) for n, r in transport.map(one, names).items()}
 
 

@@ -44,9 +44,10 @@ class _Model(BaseModel):
             for key in data:
                 if key not in known:
                     raise PydanticCustomError(
-                        "unknown_key", "unknown key '{key}'{hint} (expected one of: {known})",
-                        {"key": str(key), "hint": did_you_mean(key, known),
-                         "known": ", ".join(sorted(known))})
+                        "unknown_key",
+                        "unknown key '{key}'{hint} (expected one of: {known})",
+                        {"key": str(key), "hint": did_you_mean(key, known), "known": ", ".join(sorted(known))},
+                    )
         return data
 
 
@@ -60,13 +61,18 @@ class SshSettings(_Model):
     command_timeout: float = Field(600.0, gt=0, description="Default seconds a remote command may run.")
     max_parallel: int = Field(32, ge=1, le=1024, description="Workers contacted at once.")
     host_key_policy: Literal["strict", "accept-new"] = Field(
-        "strict", description="strict: unknown or changed host keys are refused. "
-        "accept-new: first-seen keys are recorded in known_hosts; changed keys are still refused.")
+        "strict",
+        description="strict: unknown or changed host keys are refused. "
+        "accept-new: first-seen keys are recorded in known_hosts; changed keys are still refused.",
+    )
     known_hosts: str | None = Field(
-        None, description="known_hosts file (relative to fleet.yaml); default: the user's ~/.ssh/known_hosts.")
+        None, description="known_hosts file (relative to fleet.yaml); default: the user's ~/.ssh/known_hosts."
+    )
     config_file: str | None = Field(
-        None, description="ssh_config file for aliases, users, ports and keys (relative to fleet.yaml); "
-        "default: ~/.ssh/config and /etc/ssh/ssh_config.")
+        None,
+        description="ssh_config file for aliases, users, ports and keys (relative to fleet.yaml); "
+        "default: ~/.ssh/config and /etc/ssh/ssh_config.",
+    )
 
 
 class Worker(_Model):
@@ -79,11 +85,11 @@ class Worker(_Model):
     user: str | None = Field(None, description="SSH user (default: slice user, ssh config, then local user).")
     identity_file: str | None = Field(None, description="Private key (relative to fleet.yaml).")
     internal_address: str | None = Field(
-        None, description="Address other workers use to reach this one (coordinator, wheel relay); "
-        "default: address.")
+        None, description="Address other workers use to reach this one (coordinator, wheel relay); default: address."
+    )
 
     @model_validator(mode="after")
-    def _has_target(self) -> "Worker":
+    def _has_target(self) -> Worker:
         if not self.address and not self.ssh_alias:
             raise PydanticCustomError("no_target", "a worker needs 'address' or 'ssh_alias'")
         return self
@@ -93,7 +99,8 @@ class Slice(_Model):
     """A TPU pod slice: several worker VMs reached over SSH."""
 
     accelerator_type: str | None = Field(
-        None, description="e.g. v6e-32; exported as TPU_ACCELERATOR_TYPE when skip_metadata_query is set.")
+        None, description="e.g. v6e-32; exported as TPU_ACCELERATOR_TYPE when skip_metadata_query is set."
+    )
     root: str = Field(DEFAULT_ROOT, description="orch's directory on every worker (bundles, runs, caches).")
     shared_dir: str | None = Field(None, description="A directory mounted on every worker (NFS/Filestore).")
     python: str = Field("python3", description="Worker interpreter used before any bundle exists.")
@@ -101,15 +108,19 @@ class Slice(_Model):
     port: int = Field(22, ge=1, le=65535, description="Default SSH port.")
     identity_file: str | None = Field(None, description="Default private key (relative to fleet.yaml).")
     skip_metadata_query: bool = Field(
-        False, description="Set TPU_SKIP_MDS_QUERY=1 with explicit topology variables, so libtpu never "
-        "waits on a metadata server (needed off-GCE).")
+        False,
+        description="Set TPU_SKIP_MDS_QUERY=1 with explicit topology variables, so libtpu never "
+        "waits on a metadata server (needed off-GCE).",
+    )
     workers: list[Worker] = Field(min_length=1)
 
 
 class BundleSource(_Model):
     """Where a bundle's wheels come from."""
 
-    find_links: list[str] = Field(default_factory=list, description="Local wheelhouse directories (relative to fleet.yaml) or URLs.")
+    find_links: list[str] = Field(
+        default_factory=list, description="Local wheelhouse directories (relative to fleet.yaml) or URLs."
+    )
     index_url: str | None = Field(None, description="Package index; default: pip's configuration.")
     extra_index_urls: list[str] = Field(default_factory=list, description="Further package indexes to search.")
     no_index: bool = Field(False, description="Resolve from find_links only.")
@@ -121,24 +132,32 @@ class Bundle(_Model):
     python: str = Field(pattern=r"^3\.\d+$", description="Python version of the bundle environment, e.g. '3.11'.")
     pins: list[str] = Field(min_length=1, description="Requirements, each pinned with '==', e.g. 'jax==0.10.2'.")
     source: BundleSource = Field(default_factory=BundleSource)
-    provenance: dict[str, str] = Field(default_factory=dict, description="Free-form notes: custom build, OpenXLA commit, ...")
-    lock: str | None = Field(None, description="Lock file path (relative to fleet.yaml); default locks/<bundle>.lock.json.")
+    provenance: dict[str, str] = Field(
+        default_factory=dict, description="Free-form notes: custom build, OpenXLA commit, ..."
+    )
+    lock: str | None = Field(
+        None, description="Lock file path (relative to fleet.yaml); default locks/<bundle>.lock.json."
+    )
 
     @model_validator(mode="after")
-    def _pins_are_pinned(self) -> "Bundle":
+    def _pins_are_pinned(self) -> Bundle:
         for pin in self.pins:
             if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*===?\s*\S+$", pin):
                 raise PydanticCustomError(
-                    "unpinned", "pin '{pin}' is not exact; expected NAME==VERSION (e.g. 'jax==0.10.2')",
-                    {"pin": pin})
+                    "unpinned", "pin '{pin}' is not exact; expected NAME==VERSION (e.g. 'jax==0.10.2')", {"pin": pin}
+                )
         return self
 
 
 class RuntimeProfile(_Model):
     """Environment applied before any frontend is imported."""
 
-    env: dict[str, str] = Field(default_factory=dict, description="Variables set before import, e.g. PJRT_DEVICE, XLA_FLAGS.")
-    forbid: list[str] = Field(default_factory=list, description="Variables that must not be set (e.g. XLA_USE_BF16, XLA_USE_SPMD).")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables set before import, e.g. PJRT_DEVICE, XLA_FLAGS."
+    )
+    forbid: list[str] = Field(
+        default_factory=list, description="Variables that must not be set (e.g. XLA_USE_BF16, XLA_USE_SPMD)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -147,8 +166,10 @@ class RuntimeProfile(_Model):
             for key, value in data["env"].items():
                 if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                     raise PydanticCustomError(
-                        "env_value", "env.{key}: expected a string (quote it in YAML), got {value}",
-                        {"key": str(key), "value": repr(value)})
+                        "env_value",
+                        "env.{key}: expected a string (quote it in YAML), got {value}",
+                        {"key": str(key), "value": repr(value)},
+                    )
             data = {**data, "env": {k: str(v) for k, v in data["env"].items()}}
         return data
 
@@ -166,13 +187,19 @@ class CachePolicy(_Model):
 
     mode: Literal["per-host", "single-writer", "off"] = Field(
         description="per-host: every worker its own writable cache on local disk. "
-        "single-writer: one worker warms a cache on the shared mount, the others read it. off: no cache.")
+        "single-writer: one worker warms a cache on the shared mount, the others read it. off: no cache."
+    )
     root: str | None = Field(
-        None, description="Cache root. per-host: default <worker root>/cache. single-writer: required, "
-        "on the slice's shared_dir. torch_xla and jax get separate subdirectories per lane and bundle.")
+        None,
+        description="Cache root. per-host: default <worker root>/cache. single-writer: required, "
+        "on the slice's shared_dir. torch_xla and jax get separate subdirectories per lane and bundle.",
+    )
     writer: int | None = Field(
-        None, ge=0, description="single-writer: worker index of the writer (default: the lane's first worker, "
-        "which is process 0; JAX only writes from process 0).")
+        None,
+        ge=0,
+        description="single-writer: worker index of the writer (default: the lane's first worker, "
+        "which is process 0; JAX only writes from process 0).",
+    )
 
 
 WorkerSpec = Union[int, str]
@@ -182,30 +209,40 @@ class Lane(_Model):
     """A named group of workers running one bundle under one policy."""
 
     slice: str | None = Field(None, description="Slice name (optional when the fleet has one slice).")
-    workers: Union[WorkerSpec, list[WorkerSpec]] = Field(
-        "all", description="'all', an index, a range '0-5', or a list of those.")
+    workers: WorkerSpec | list[WorkerSpec] = Field(
+        "all", description="'all', an index, a range '0-5', or a list of those."
+    )
     bundle: str = Field(description="Bundle name (a key of `bundles`).")
     runtime: str | None = Field(None, description="Runtime profile name.")
     cache: str | None = Field(None, description="Cache policy name.")
-    platform: Literal["tpu", "cpu"] = Field(description="Intended device platform; a probe that answers from another is a failure.")
+    platform: Literal["tpu", "cpu"] = Field(
+        description="Intended device platform; a probe that answers from another is a failure."
+    )
 
 
 class FleetModel(_Model):
     """The whole fleet.yaml document."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", title="orch fleet.yaml",
-                              json_schema_extra={"$id": "https://orch.dev/schema/fleet.schema.json"})
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        title="orch fleet.yaml",
+        json_schema_extra={"$id": "https://orch.dev/schema/fleet.schema.json"},
+    )
 
     version: Literal[1] = Field(1, description="Format version of this file.")
     ssh: SshSettings = Field(default_factory=SshSettings)
     slices: dict[str, Slice] = Field(min_length=1, description="Pod slices by name.")
     bundles: dict[str, Bundle] = Field(default_factory=dict, description="Pinned software stacks by name.")
     runtime_profiles: dict[str, RuntimeProfile] = Field(
-        default_factory=dict, description="Environments applied before any frontend import, by name.")
+        default_factory=dict, description="Environments applied before any frontend import, by name."
+    )
     cache_policies: dict[str, CachePolicy] = Field(
-        default_factory=dict, description="Compilation-cache ownership policies, by name.")
+        default_factory=dict, description="Compilation-cache ownership policies, by name."
+    )
     lanes: dict[str, Lane] = Field(
-        default_factory=dict, description="Named groups of workers, each with one bundle and policy.")
+        default_factory=dict, description="Named groups of workers, each with one bundle and policy."
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -216,11 +253,11 @@ class FleetModel(_Model):
 class WorkerRef:
     """A worker with everything needed to reach it and place it in its slice."""
 
-    name: str            # "<slice>-w<index>", unique in the fleet
+    name: str  # "<slice>-w<index>", unique in the fleet
     slice: str
     index: int
-    host: str            # address or ssh alias, as given to SSH
-    port: int | None     # None: let ssh config decide
+    host: str  # address or ssh alias, as given to SSH
+    port: int | None  # None: let ssh config decide
     user: str | None
     identity_file: str | None
     internal_address: str
@@ -237,7 +274,7 @@ class Fleet:
     model: FleetModel
     path: Path
     workers: tuple[WorkerRef, ...]
-    lane_members: dict[str, tuple[str, ...]]   # lane -> worker names, ordered by index
+    lane_members: dict[str, tuple[str, ...]]  # lane -> worker names, ordered by index
 
     @property
     def base_dir(self) -> Path:
@@ -257,9 +294,11 @@ class Fleet:
     def lane(self, name: str) -> Lane:
         if name not in self.model.lanes:
             known = list(self.model.lanes)
-            raise ConfigError(f"{self.path.name}: no lane '{name}'{did_you_mean(name, known)}"
-                              + ("" if known else "; the fleet defines no lanes")
-                              + (f" (lanes: {', '.join(known)})" if known else ""))
+            raise ConfigError(
+                f"{self.path.name}: no lane '{name}'{did_you_mean(name, known)}"
+                + ("" if known else "; the fleet defines no lanes")
+                + (f" (lanes: {', '.join(known)})" if known else "")
+            )
         return self.model.lanes[name]
 
     def lane_workers(self, name: str) -> list[WorkerRef]:
@@ -306,8 +345,10 @@ def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> lis
     chosen: dict[str, WorkerRef] = {}
     tokens = [t.strip() for t in spec.split(",") if t.strip()]
     if not tokens:
-        raise ConfigError(f"--workers {spec!r} names no worker; expected names, globs or index ranges, "
-                          f"comma-separated (have: {', '.join(w.name for w in pool)})")
+        raise ConfigError(
+            f"--workers {spec!r} names no worker; expected names, globs or index ranges, "
+            f"comma-separated (have: {', '.join(w.name for w in pool)})"
+        )
     for token in tokens:
         if re.fullmatch(r"\d+(-\d+)?", token):
             lo, _, hi = token.partition("-")
@@ -316,9 +357,11 @@ def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> lis
         else:
             hits = [w for w in pool if fnmatch.fnmatchcase(w.name, token)]
         if not hits:
-            raise ConfigError(f"--workers: '{token}' matches no worker"
-                              f"{did_you_mean(token, [w.name for w in pool])} "
-                              f"(have: {', '.join(w.name for w in pool)})")
+            raise ConfigError(
+                f"--workers: '{token}' matches no worker"
+                f"{did_you_mean(token, [w.name for w in pool])} "
+                f"(have: {', '.join(w.name for w in pool)})"
+            )
         for w in hits:
             chosen[w.name] = w
     return sorted(chosen.values(), key=lambda w: (w.slice, w.index))
@@ -336,8 +379,10 @@ def find_fleet_path(explicit: str | os.PathLike | None) -> Path:
         return Path(os.environ[FLEET_ENV])
     path = Path("fleet.yaml")
     if not path.exists():
-        raise ConfigError("no fleet: pass --fleet PATH, set $ORCH_FLEET, or run where fleet.yaml is",
-                          hint="`orch sandbox up` writes a ready fleet.yaml for a local slice")
+        raise ConfigError(
+            "no fleet: pass --fleet PATH, set $ORCH_FLEET, or run where fleet.yaml is",
+            hint="`orch sandbox up` writes a ready fleet.yaml for a local slice",
+        )
     return path
 
 
@@ -350,8 +395,10 @@ def load_fleet(path: str | os.PathLike | None = None) -> Fleet:
 def build_fleet(located: Located) -> Fleet:
     """Validate parsed YAML into a Fleet, or raise one ConfigError listing every problem."""
     if not isinstance(located.data, dict):
-        raise ConfigError(f"{located.file.name}:1: expected a mapping at the top level "
-                          f"(version, ssh, slices, bundles, runtime_profiles, cache_policies, lanes)")
+        raise ConfigError(
+            f"{located.file.name}:1: expected a mapping at the top level "
+            f"(version, ssh, slices, bundles, runtime_profiles, cache_policies, lanes)"
+        )
     try:
         model = FleetModel.model_validate(located.data)
     except ValidationError as exc:
@@ -364,12 +411,18 @@ def build_fleet(located: Located) -> Fleet:
 
 
 _EXPECTED = {
-    "int_parsing": "expected an integer", "int_type": "expected an integer",
-    "int_from_float": "expected an integer", "float_parsing": "expected a number",
-    "float_type": "expected a number", "bool_parsing": "expected true or false",
-    "bool_type": "expected true or false", "string_type": "expected a string",
-    "list_type": "expected a list", "dict_type": "expected a mapping",
-    "model_type": "expected a mapping", "model_attributes_type": "expected a mapping",
+    "int_parsing": "expected an integer",
+    "int_type": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "bool_parsing": "expected true or false",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
 }
 
 
@@ -377,7 +430,11 @@ def _translate(exc: ValidationError, located: Located) -> list[str]:
     out = []
     seen = set()
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str", "list[union[int,str]]"))))
+        loc = tuple(
+            p
+            for p in err["loc"]
+            if not (isinstance(p, str) and ("[" in p or p in ("int", "str", "list[union[int,str]]")))
+        )
         kind = err["type"]
         ctx = err.get("ctx") or {}
         if kind == "unknown_key":
@@ -426,17 +483,30 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
     where = located.where
 
     def ref_problem(path: tuple, kind: str, value: str, known) -> None:
-        problems.append(f"{where(path)}: no {kind} '{value}'{did_you_mean(value, known)}"
-                        + (f" (defined: {', '.join(known)})" if known else f" (the fleet defines no {kind}s)"))
+        problems.append(
+            f"{where(path)}: no {kind} '{value}'{did_you_mean(value, known)}"
+            + (f" (defined: {', '.join(known)})" if known else f" (the fleet defines no {kind}s)")
+        )
 
-    for kind, mapping in (("slice", model.slices), ("bundle", model.bundles),
-                          ("runtime profile", model.runtime_profiles),
-                          ("cache policy", model.cache_policies), ("lane", model.lanes)):
-        section = {"slice": "slices", "bundle": "bundles", "runtime profile": "runtime_profiles",
-                   "cache policy": "cache_policies", "lane": "lanes"}[kind]
+    for kind, mapping in (
+        ("slice", model.slices),
+        ("bundle", model.bundles),
+        ("runtime profile", model.runtime_profiles),
+        ("cache policy", model.cache_policies),
+        ("lane", model.lanes),
+    ):
+        section = {
+            "slice": "slices",
+            "bundle": "bundles",
+            "runtime profile": "runtime_profiles",
+            "cache policy": "cache_policies",
+            "lane": "lanes",
+        }[kind]
         for key in mapping:
             if not re.match(NAME_PATTERN, str(key)):
-                problems.append(f"{where((section, key))}: {kind} name '{key}' must be letters, digits, '.', '_' or '-'")
+                problems.append(
+                    f"{where((section, key))}: {kind} name '{key}' must be letters, digits, '.', '_' or '-'"
+                )
 
     workers: list[WorkerRef] = []
     endpoints: dict[tuple, tuple] = {}
@@ -445,8 +515,10 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
         for i, w in enumerate(sl.workers):
             path = ("slices", slice_name, "workers", i)
             if w.index in seen_index:
-                problems.append(f"{where(path + ('index',))}: duplicate worker index {w.index} "
-                                f"(also slices.{slice_name}.workers[{seen_index[w.index]}])")
+                problems.append(
+                    f"{where(path + ('index',))}: duplicate worker index {w.index} "
+                    f"(also slices.{slice_name}.workers[{seen_index[w.index]}])"
+                )
                 continue
             seen_index[w.index] = i
             host = w.ssh_alias or w.address
@@ -454,15 +526,28 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
             endpoint = (host, port)
             if endpoint in endpoints:
                 other = endpoints[endpoint]
-                problems.append(f"{where(path)}: duplicate worker: {host}"
-                                f"{':' + str(port) if port else ''} is also {format_path(other)}")
+                problems.append(
+                    f"{where(path)}: duplicate worker: {host}"
+                    f"{':' + str(port) if port else ''} is also {format_path(other)}"
+                )
                 continue
             endpoints[endpoint] = path
-            workers.append(WorkerRef(
-                name=f"{slice_name}-w{w.index}", slice=slice_name, index=w.index, host=host, port=port,
-                user=w.user or sl.user, identity_file=w.identity_file or sl.identity_file,
-                internal_address=w.internal_address or w.address or w.ssh_alias,
-                root=sl.root, shared_dir=sl.shared_dir, python=sl.python, lane=None))
+            workers.append(
+                WorkerRef(
+                    name=f"{slice_name}-w{w.index}",
+                    slice=slice_name,
+                    index=w.index,
+                    host=host,
+                    port=port,
+                    user=w.user or sl.user,
+                    identity_file=w.identity_file or sl.identity_file,
+                    internal_address=w.internal_address or w.address or w.ssh_alias,
+                    root=sl.root,
+                    shared_dir=sl.shared_dir,
+                    python=sl.python,
+                    lane=None,
+                )
+            )
 
     members: dict[str, tuple[str, ...]] = {}
     owner: dict[str, str] = {}
@@ -470,8 +555,9 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
     for lane_name, lane in model.lanes.items():
         base = ("lanes", lane_name)
         if lane.slice is None and len(model.slices) > 1:
-            problems.append(f"{where(base)}: 'slice' is required when the fleet has several slices "
-                            f"({', '.join(model.slices)})")
+            problems.append(
+                f"{where(base)}: 'slice' is required when the fleet has several slices ({', '.join(model.slices)})"
+            )
             continue
         slice_name = lane.slice or next(iter(model.slices))
         if slice_name not in model.slices:
@@ -486,27 +572,35 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
         try:
             indices = _parse_worker_spec(lane.workers)
         except ValueError as bad:
-            problems.append(f"{where(base + ('workers',))}: cannot read worker '{bad}'; "
-                            f"expected 'all', an index, a range like '0-5', or a list of those")
+            problems.append(
+                f"{where(base + ('workers',))}: cannot read worker '{bad}'; "
+                f"expected 'all', an index, a range like '0-5', or a list of those"
+            )
             continue
         if indices == []:
-            problems.append(f"{where(base + ('workers',))}: lane '{lane_name}' has no workers; "
-                            f"expected 'all', an index, a range like '0-5', or a non-empty list of those")
+            problems.append(
+                f"{where(base + ('workers',))}: lane '{lane_name}' has no workers; "
+                f"expected 'all', an index, a range like '0-5', or a non-empty list of those"
+            )
             continue
         available = by_slice[slice_name]
         if indices is None:
             indices = sorted(available)
         missing = [i for i in indices if i not in available]
         if missing:
-            problems.append(f"{where(base + ('workers',))}: slice '{slice_name}' has no worker index "
-                            f"{', '.join(map(str, missing))} (indices: {', '.join(map(str, sorted(available)))})")
+            problems.append(
+                f"{where(base + ('workers',))}: slice '{slice_name}' has no worker index "
+                f"{', '.join(map(str, missing))} (indices: {', '.join(map(str, sorted(available)))})"
+            )
             continue
         names = []
         for i in sorted(set(indices)):
             wname = available[i].name
             if wname in owner:
-                problems.append(f"{where(base + ('workers',))}: worker {wname} is already in lane "
-                                f"'{owner[wname]}'; a worker belongs to one lane at a time")
+                problems.append(
+                    f"{where(base + ('workers',))}: worker {wname} is already in lane "
+                    f"'{owner[wname]}'; a worker belongs to one lane at a time"
+                )
             else:
                 owner[wname] = lane_name
             names.append(wname)
@@ -534,8 +628,10 @@ def _check_cache_policy(model, lane_name, lane, slice_name, indices, where, prob
     sl = model.slices[slice_name]
     path = ("cache_policies", lane.cache)
     if policy.root and not policy.root.startswith("/"):
-        line = (f"{where(path + ('root',))}: cache root {policy.root!r} must be an absolute path on the workers "
-                "(it is used as given on every worker)")
+        line = (
+            f"{where(path + ('root',))}: cache root {policy.root!r} must be an absolute path on the workers "
+            "(it is used as given on every worker)"
+        )
         if line not in problems:
             problems.append(line)
         return
@@ -543,21 +639,29 @@ def _check_cache_policy(model, lane_name, lane, slice_name, indices, where, prob
         if not policy.root:
             problems.append(f"{where(path)}: single-writer needs 'root' on the slice's shared mount")
         elif not sl.shared_dir:
-            problems.append(f"{where(path + ('root',))}: single-writer for lane '{lane_name}' needs a shared "
-                            f"mount, but slice '{slice_name}' has no shared_dir")
+            problems.append(
+                f"{where(path + ('root',))}: single-writer for lane '{lane_name}' needs a shared "
+                f"mount, but slice '{slice_name}' has no shared_dir"
+            )
         elif not _is_within(policy.root, sl.shared_dir):
-            problems.append(f"{where(path + ('root',))}: single-writer root {policy.root} is not under slice "
-                            f"'{slice_name}' shared_dir {sl.shared_dir}; readers could not see the writer's entries")
+            problems.append(
+                f"{where(path + ('root',))}: single-writer root {policy.root} is not under slice "
+                f"'{slice_name}' shared_dir {sl.shared_dir}; readers could not see the writer's entries"
+            )
         first = min(indices) if indices else None
         writer = policy.writer if policy.writer is not None else first
         if writer not in indices:
             problems.append(f"{where(path + ('writer',))}: writer {writer} is not a worker of lane '{lane_name}'")
         elif writer != first and _bundle_has(model, lane.bundle, "jax"):
-            problems.append(f"{where(path + ('writer',))}: lane '{lane_name}' runs JAX, which only writes its "
-                            f"cache from process 0 (worker {first}); writer {writer} would never write")
+            problems.append(
+                f"{where(path + ('writer',))}: lane '{lane_name}' runs JAX, which only writes its "
+                f"cache from process 0 (worker {first}); writer {writer} would never write"
+            )
     elif policy.mode == "per-host" and policy.root and sl.shared_dir and _is_within(policy.root, sl.shared_dir):
-        problems.append(f"{where(path + ('root',))}: per-host root {policy.root} is on the shared mount "
-                        f"{sl.shared_dir}; every worker would write one directory (use single-writer)")
+        problems.append(
+            f"{where(path + ('root',))}: per-host root {policy.root} is on the shared mount "
+            f"{sl.shared_dir}; every worker would write one directory (use single-writer)"
+        )
 
 
 def _is_within(path: str, parent: str) -> bool:

@@ -168,8 +168,11 @@ def _sections(schema: dict) -> list[tuple[str, str, dict]]:
             sub_path = f"{path}.{key}" if path else key
             if "$ref" in prop:
                 target = prop
-            elif prop.get("type") == "object" and isinstance(prop.get("additionalProperties"), dict) \
-                    and "$ref" in prop["additionalProperties"]:
+            elif (
+                prop.get("type") == "object"
+                and isinstance(prop.get("additionalProperties"), dict)
+                and "$ref" in prop["additionalProperties"]
+            ):
                 target, sub_path = prop["additionalProperties"], f"{sub_path}.<name>"
             elif prop.get("type") == "array" and "$ref" in prop.get("items", {}):
                 target, sub_path = prop["items"], f"{sub_path}[]"
@@ -207,13 +210,19 @@ def render_reference() -> str:
         lines.append("| --- | --- | --- | --- |")
         for key, prop in node.get("properties", {}).items():
             _, shown = _resolve(schema, prop) if "$ref" in prop else (None, prop)
-            description = (prop.get("description") or FALLBACK.get((title, key))
-                           or (shown.get("description") if shown is not prop else "") or "")
+            description = (
+                prop.get("description")
+                or FALLBACK.get((title, key))
+                or (shown.get("description") if shown is not prop else "")
+                or ""
+            )
             extra = _constraints(prop)
             if extra:
                 description = (description + " " if description else "") + f"({'; '.join(extra)})"
-            lines.append(f"| `{key}` | {_cell(_type(schema, prop))} | {_cell(_default(prop, key in required))} "
-                         f"| {_cell(description) or '-'} |")
+            lines.append(
+                f"| `{key}` | {_cell(_type(schema, prop))} | {_cell(_default(prop, key in required))} "
+                f"| {_cell(description) or '-'} |"
+            )
         lines.append("")
     folklore = "\n".join(f"  - `{var}` {why}." for var, why in FOLKLORE_VARS.items())
     lines.append(RULES.format(folklore=folklore))

@@ -51,20 +51,20 @@ class ImportedWorker:
 
     index: int
     address: str
-    internal_address: str | None   # set only when it differs from address
+    internal_address: str | None  # set only when it differs from address
 
 
 @dataclass(frozen=True)
 class ImportedSlice:
     """A slice entry for fleet.yaml, built from one describe document."""
 
-    name: str                       # the slice name in fleet.yaml
-    source: str                     # the file it came from
-    node: str | None                # projects/P/locations/Z/nodes/N
+    name: str  # the slice name in fleet.yaml
+    source: str  # the file it came from
+    node: str | None  # projects/P/locations/Z/nodes/N
     zone: str | None
     accelerator_type: str
     topology: str | None
-    runtime_version: str | None     # fleet.yaml has no field for it: a comment
+    runtime_version: str | None  # fleet.yaml has no field for it: a comment
     state: str | None
     health: str | None
     workers: tuple[ImportedWorker, ...]
@@ -74,10 +74,12 @@ class ImportedSlice:
 
     def entry(self) -> dict:
         """The slice as fleet.yaml data (what load_fleet will see)."""
-        out: dict[str, Any] = {"accelerator_type": self.accelerator_type,
-                               # On GCE the metadata server exists: libtpu reads
-                               # the topology from it, as on any TPU VM.
-                               "skip_metadata_query": False}
+        out: dict[str, Any] = {
+            "accelerator_type": self.accelerator_type,
+            # On GCE the metadata server exists: libtpu reads
+            # the topology from it, as on any TPU VM.
+            "skip_metadata_query": False,
+        }
         if self.user:
             out["user"] = self.user
         if self.identity_file:
@@ -97,34 +99,42 @@ def _worker_data(w: ImportedWorker) -> dict:
 # Reading the describe document
 
 
-def import_describe(path: str | os.PathLike, *, name: str | None = None, user: str | None = None,
-                    identity_file: str | None = None) -> ImportedSlice:
+def import_describe(
+    path: str | os.PathLike, *, name: str | None = None, user: str | None = None, identity_file: str | None = None
+) -> ImportedSlice:
     """Read a describe document from `path` and build the slice entry."""
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file",
-                          hint="gcloud compute tpus tpu-vm describe NAME --zone ZONE --format=json > tpu.json") from None
+        raise ConfigError(
+            f"{path}: no such file",
+            hint="gcloud compute tpus tpu-vm describe NAME --zone ZONE --format=json > tpu.json",
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     return slice_from_text(text, source=path.name, name=name, user=user, identity_file=identity_file)
 
 
-def slice_from_text(text: str, *, source: str, name: str | None = None, user: str | None = None,
-                    identity_file: str | None = None) -> ImportedSlice:
+def slice_from_text(
+    text: str, *, source: str, name: str | None = None, user: str | None = None, identity_file: str | None = None
+) -> ImportedSlice:
     """Parse describe JSON text (as if read from `source`) into an ImportedSlice."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}",
-                          hint="use the output of `gcloud compute tpus tpu-vm describe NAME --format=json`") from None
+        raise ConfigError(
+            f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}",
+            hint="use the output of `gcloud compute tpus tpu-vm describe NAME --format=json`",
+        ) from None
     if isinstance(doc, list):
         # `tpu-vm list --format=json` prints a list; one node is as good as describe.
         if len(doc) != 1:
             names = ", ".join(_short_name(n.get("name")) or "?" for n in doc if isinstance(n, dict))
-            raise ConfigError(f"{source}: a list of {len(doc)} TPUs ({names or 'none'}); import one at a time",
-                              hint="gcloud compute tpus tpu-vm describe NAME --zone ZONE --format=json")
+            raise ConfigError(
+                f"{source}: a list of {len(doc)} TPUs ({names or 'none'}); import one at a time",
+                hint="gcloud compute tpus tpu-vm describe NAME --zone ZONE --format=json",
+            )
         doc = doc[0]
         return _build(doc, source=source, base="[0]", name=name, user=user, identity_file=identity_file)
     return _build(doc, source=source, base="", name=name, user=user, identity_file=identity_file)
@@ -136,8 +146,9 @@ def _join(base: str, key: str | int) -> str:
     return f"{base}.{key}" if base else key
 
 
-def _build(doc: Any, *, source: str, base: str, name: str | None, user: str | None,
-           identity_file: str | None) -> ImportedSlice:
+def _build(
+    doc: Any, *, source: str, base: str, name: str | None, user: str | None, identity_file: str | None
+) -> ImportedSlice:
     problems: list[str] = []
     warnings: list[str] = []
 
@@ -145,8 +156,7 @@ def _build(doc: Any, *, source: str, base: str, name: str | None, user: str | No
         problems.append(f"{source}: {path or '(top level)'}: {msg}")
 
     if not isinstance(doc, dict):
-        raise ConfigError(f"{source}: {base or '(top level)'}: expected a JSON object "
-                          f"(a TPU node), got {_kind(doc)}")
+        raise ConfigError(f"{source}: {base or '(top level)'}: expected a JSON object (a TPU node), got {_kind(doc)}")
 
     node = _string(doc, "name", base, problem, required=False)
     slice_name = name or _short_name(node)
@@ -158,8 +168,10 @@ def _build(doc: Any, *, source: str, base: str, name: str | None, user: str | No
 
     accelerator_type, topology, derived = _accelerator(doc, base, problem)
     if accelerator_type and derived and derived != accelerator_type:
-        warnings.append(f"{source}: acceleratorType {accelerator_type} does not match acceleratorConfig "
-                        f"({derived}); using acceleratorType")
+        warnings.append(
+            f"{source}: acceleratorType {accelerator_type} does not match acceleratorConfig "
+            f"({derived}); using acceleratorType"
+        )
     runtime = _string(doc, "runtimeVersion", base, problem, required=False)
     state = _string(doc, "state", base, problem, required=False)
     health = _string(doc, "health", base, problem, required=False)
@@ -168,24 +180,40 @@ def _build(doc: Any, *, source: str, base: str, name: str | None, user: str | No
     if state and state != "READY":
         warnings.append(f"{source}: state is {state}, not READY; the workers may not answer yet")
     if health and health != "HEALTHY":
-        warnings.append(f"{source}: health is {health}"
-                        + (f" ({doc['healthDescription']})" if isinstance(doc.get("healthDescription"), str) else ""))
+        warnings.append(
+            f"{source}: health is {health}"
+            + (f" ({doc['healthDescription']})" if isinstance(doc.get("healthDescription"), str) else "")
+        )
     external = [w for w in workers if w.internal_address]
     if external and len(external) != len(workers):
         inside = [str(w.index) for w in workers if not w.internal_address]
-        warnings.append(f"{source}: only some workers have an external IP; workers {', '.join(inside)} "
-                        f"are reached at their internal address")
+        warnings.append(
+            f"{source}: only some workers have an external IP; workers {', '.join(inside)} "
+            f"are reached at their internal address"
+        )
     if problems:
         raise ConfigError(problems)
     return ImportedSlice(
-        name=slice_name, source=source, node=node, zone=_zone(node), accelerator_type=accelerator_type,
-        topology=topology, runtime_version=runtime, state=state, health=health, workers=tuple(workers),
-        user=user, identity_file=identity_file, warnings=tuple(warnings))
+        name=slice_name,
+        source=source,
+        node=node,
+        zone=_zone(node),
+        accelerator_type=accelerator_type,
+        topology=topology,
+        runtime_version=runtime,
+        state=state,
+        health=health,
+        workers=tuple(workers),
+        user=user,
+        identity_file=identity_file,
+        warnings=tuple(warnings),
+    )
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(value), "a number")
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
 
 
 def _string(doc: dict, key: str, base: str, problem, *, required: bool) -> str | None:
@@ -287,8 +315,9 @@ def _workers(doc: dict, base: str, problem, state: str | None) -> list[ImportedW
             elif value:
                 seen[value] = _join(epath, label)
         if internal:
-            workers.append(ImportedWorker(index=i, address=external or internal,
-                                          internal_address=internal if external else None))
+            workers.append(
+                ImportedWorker(index=i, address=external or internal, internal_address=internal if external else None)
+            )
     return workers
 
 
@@ -315,7 +344,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     text = str(value)
-    plain = (text and not re.search(r"[:#{}\[\],&*!|>'\"%@`]|^[-?\s]|\s$", text))
+    plain = text and not re.search(r"[:#{}\[\],&*!|>'\"%@`]|^[-?\s]|\s$", text)
     if plain:
         try:
             if yaml.safe_load(text) == text:
@@ -383,13 +412,16 @@ def add_slice(text: str, fleet_path: Path, imp: ImportedSlice) -> str:
         sep = "" if text.endswith("\n") else "\n"
         return text + sep + "\n" + render_snippet(imp)
     if not isinstance(slices, yaml.MappingNode) or slices.flow_style or not slices.value:
-        raise ConfigError(f"{name}:{slices.start_mark.line + 1} slices: not a block mapping; "
-                          f"add the slice by hand (`orch fleet import-gcloud` without --write prints it)")
+        raise ConfigError(
+            f"{name}:{slices.start_mark.line + 1} slices: not a block mapping; "
+            f"add the slice by hand (`orch fleet import-gcloud` without --write prints it)"
+        )
     for key, _ in slices.value:
         if key.value == imp.name:
-            raise ConfigError(f"{name}:{key.start_mark.line + 1} slices.{imp.name}: a slice named "
-                              f"'{imp.name}' already exists",
-                              hint="pass --slice NAME to import it under another name")
+            raise ConfigError(
+                f"{name}:{key.start_mark.line + 1} slices.{imp.name}: a slice named '{imp.name}' already exists",
+                hint="pass --slice NAME to import it under another name",
+            )
     first_key, first_value = slices.value[0]
     indent = first_key.start_mark.column
     step = 2

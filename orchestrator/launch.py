@@ -41,9 +41,9 @@ import tarfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from hostside import redact
 from hostside.layout import LIBTPU_LOCKFILE, Layout
@@ -59,9 +59,20 @@ SCHEMA_VERSION = 1
 PORT_BASE = 20000
 PORT_SPAN = 10000
 # Variables `orch launch` sets per process; a profile or --env may not set them.
-ORCH_VARS = ("ORCH_RUN_ID", "ORCH_LANE", "ORCH_WORKER", "ORCH_PROCESS_ID", "ORCH_NUM_PROCESSES",
-             "ORCH_COORDINATOR", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-             "LOCAL_WORLD_SIZE")
+ORCH_VARS = (
+    "ORCH_RUN_ID",
+    "ORCH_LANE",
+    "ORCH_WORKER",
+    "ORCH_PROCESS_ID",
+    "ORCH_NUM_PROCESSES",
+    "ORCH_COORDINATOR",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+)
 DEFAULT_GRACE = 5.0
 # After a worker failed, the gang is broken: collectives (and so a collective
 # checkpoint) cannot complete, and JAX treats SIGTERM as a preemption notice
@@ -70,7 +81,7 @@ DEFAULT_FAILURE_GRACE = 1.0
 DEFAULT_START_TIMEOUT = 300.0
 DEFAULT_LOST_AFTER = 30.0
 RELEASE_MARGIN = 0.5
-WATCH_FOREVER = 10 ** 7  # seconds; the remote `timeout` wrapper needs a number
+WATCH_FOREVER = 10**7  # seconds; the remote `timeout` wrapper needs a number
 TAIL_KEEP = 200
 
 
@@ -127,9 +138,15 @@ class ProcessPlan:
     env: Mapping[str, str]
 
     def to_dict(self) -> dict:
-        return {"process_id": self.process_id, "worker": self.worker, "index": self.index,
-                "address": self.address, "python": self.python, "run_dir": self.run_dir,
-                "env": redact.env(self.env)}  # as written down; the worker's launch file has the real values
+        return {
+            "process_id": self.process_id,
+            "worker": self.worker,
+            "index": self.index,
+            "address": self.address,
+            "python": self.python,
+            "run_dir": self.run_dir,
+            "env": redact.env(self.env),
+        }  # as written down; the worker's launch file has the real values
 
 
 @dataclass(frozen=True)
@@ -175,49 +192,97 @@ class LaunchPlan:
                 return p
         raise KeyError(worker)
 
-    def launch_doc(self, p: ProcessPlan, *, grace: float = DEFAULT_GRACE,
-                   ready_timeout: float = DEFAULT_START_TIMEOUT) -> dict:
+    def launch_doc(
+        self, p: ProcessPlan, *, grace: float = DEFAULT_GRACE, ready_timeout: float = DEFAULT_START_TIMEOUT
+    ) -> dict:
         """The per-worker launch file the hostside launcher reads."""
         return {
-            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "name": self.name, "lane": self.lane,
-            "bundle": self.bundle, "platform": self.platform, "profile": self.profile, "worker": p.worker,
-            "index": p.index, "process_id": p.process_id, "num_processes": self.num_processes,
-            "coordinator": self.coordinator, "address": p.address, "run_dir": p.run_dir, "python": p.python,
-            "cwd": self.workdir.remote if self.workdir else None, "env": dict(p.env), "forbid": list(self.forbid),
-            "frontends": list(self.frontends), "contract": [c.to_dict() for c in self.contract],
-            "target": self.target.to_dict(), "distributions": list(self.distributions), "cache": dict(self.cache),
-            "timeout": self.timeout, "grace": grace, "ready_timeout": ready_timeout,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "name": self.name,
+            "lane": self.lane,
+            "bundle": self.bundle,
+            "platform": self.platform,
+            "profile": self.profile,
+            "worker": p.worker,
+            "index": p.index,
+            "process_id": p.process_id,
+            "num_processes": self.num_processes,
+            "coordinator": self.coordinator,
+            "address": p.address,
+            "run_dir": p.run_dir,
+            "python": p.python,
+            "cwd": self.workdir.remote if self.workdir else None,
+            "env": dict(p.env),
+            "forbid": list(self.forbid),
+            "frontends": list(self.frontends),
+            "contract": [c.to_dict() for c in self.contract],
+            "target": self.target.to_dict(),
+            "distributions": list(self.distributions),
+            "cache": dict(self.cache),
+            "timeout": self.timeout,
+            "grace": grace,
+            "ready_timeout": ready_timeout,
         }
 
     def to_dict(self) -> dict:
         return {
-            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "name": self.name, "lane": self.lane,
-            "slice": self.slice, "bundle": self.bundle, "platform": self.platform, "profile": self.profile,
-            "distributions": list(self.distributions), "frontends": list(self.frontends),
-            "contract": [c.to_dict() for c in self.contract], "target": self.target.to_dict(),
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "name": self.name,
+            "lane": self.lane,
+            "slice": self.slice,
+            "bundle": self.bundle,
+            "platform": self.platform,
+            "profile": self.profile,
+            "distributions": list(self.distributions),
+            "frontends": list(self.frontends),
+            "contract": [c.to_dict() for c in self.contract],
+            "target": self.target.to_dict(),
             "workdir": {"local": self.workdir.local, "remote": self.workdir.remote} if self.workdir else None,
-            "coordinator": self.coordinator, "coordinator_address": self.coordinator_address,
-            "coordinator_port": self.coordinator_port, "master_port": self.master_port,
-            "port_given": self.port_given, "timeout": self.timeout, "forbid": list(self.forbid),
-            "cache": dict(self.cache), "num_processes": self.num_processes,
+            "coordinator": self.coordinator,
+            "coordinator_address": self.coordinator_address,
+            "coordinator_port": self.coordinator_port,
+            "master_port": self.master_port,
+            "port_given": self.port_given,
+            "timeout": self.timeout,
+            "forbid": list(self.forbid),
+            "cache": dict(self.cache),
+            "num_processes": self.num_processes,
             "processes": [p.to_dict() for p in self.processes],
         }
 
     @classmethod
-    def from_dict(cls, doc: dict) -> "LaunchPlan":
+    def from_dict(cls, doc: dict) -> LaunchPlan:
         """The plan as saved in a run record (for attach, status, stop)."""
         wd = doc.get("workdir")
         return cls(
-            run_id=doc["run_id"], name=doc.get("name"), lane=doc["lane"], slice=doc["slice"], bundle=doc["bundle"],
-            platform=doc["platform"], profile=doc.get("profile"), distributions=tuple(doc["distributions"]),
-            frontends=tuple(doc["frontends"]), contract=tuple(ContractStep(**c) for c in doc["contract"]),
-            target=Target(kind=doc["target"]["kind"], path=doc["target"]["path"], module=doc["target"]["module"],
-                          args=tuple(doc["target"]["args"])),
-            workdir=Workdir(**wd) if wd else None, coordinator_address=doc["coordinator_address"],
-            coordinator_port=doc["coordinator_port"], master_port=doc["master_port"],
-            port_given=doc.get("port_given", False), timeout=doc.get("timeout"), forbid=tuple(doc["forbid"]),
+            run_id=doc["run_id"],
+            name=doc.get("name"),
+            lane=doc["lane"],
+            slice=doc["slice"],
+            bundle=doc["bundle"],
+            platform=doc["platform"],
+            profile=doc.get("profile"),
+            distributions=tuple(doc["distributions"]),
+            frontends=tuple(doc["frontends"]),
+            contract=tuple(ContractStep(**c) for c in doc["contract"]),
+            target=Target(
+                kind=doc["target"]["kind"],
+                path=doc["target"]["path"],
+                module=doc["target"]["module"],
+                args=tuple(doc["target"]["args"]),
+            ),
+            workdir=Workdir(**wd) if wd else None,
+            coordinator_address=doc["coordinator_address"],
+            coordinator_port=doc["coordinator_port"],
+            master_port=doc["master_port"],
+            port_given=doc.get("port_given", False),
+            timeout=doc.get("timeout"),
+            forbid=tuple(doc["forbid"]),
             cache=doc.get("cache", {}),
-            processes=tuple(ProcessPlan(**p) for p in doc["processes"]))
+            processes=tuple(ProcessPlan(**p) for p in doc["processes"]),
+        )
 
 
 def new_run_id(stem: str, now: float | None = None) -> str:
@@ -269,26 +334,50 @@ def startup_contract(frontends: Sequence[str], platform: str) -> tuple[ContractS
     steps = []
     for frontend in frontends:
         if frontend == "torch_xla":
-            steps.append(ContractStep("torch_xla", "torch_xla.use_spmd",
-                                      "torch_xla.runtime.use_spmd() before any tensor exists"))
+            steps.append(
+                ContractStep("torch_xla", "torch_xla.use_spmd", "torch_xla.runtime.use_spmd() before any tensor exists")
+            )
         elif frontend == "torch":
-            steps.append(ContractStep("torch", "torch.distributed.env",
-                                      "torch.distributed rendezvous (init_method env://) from MASTER_ADDR, "
-                                      "MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK"))
+            steps.append(
+                ContractStep(
+                    "torch",
+                    "torch.distributed.env",
+                    "torch.distributed rendezvous (init_method env://) from MASTER_ADDR, "
+                    "MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK",
+                )
+            )
         elif frontend == "jax" and platform == "cpu":
-            steps.append(ContractStep("jax", "jax.distributed.initialize",
-                                      "jax.distributed.initialize(ORCH_COORDINATOR, ORCH_NUM_PROCESSES, "
-                                      "ORCH_PROCESS_ID) by the launcher; the script's own call is a no-op"))
+            steps.append(
+                ContractStep(
+                    "jax",
+                    "jax.distributed.initialize",
+                    "jax.distributed.initialize(ORCH_COORDINATOR, ORCH_NUM_PROCESSES, "
+                    "ORCH_PROCESS_ID) by the launcher; the script's own call is a no-op",
+                )
+            )
         elif frontend == "jax":
-            steps.append(ContractStep("jax", "jax.runtime-discovery",
-                                      "the TPU runtime discovers the slice (the script calls "
-                                      "jax.distributed.initialize() itself)"))
+            steps.append(
+                ContractStep(
+                    "jax",
+                    "jax.runtime-discovery",
+                    "the TPU runtime discovers the slice (the script calls jax.distributed.initialize() itself)",
+                )
+            )
     return tuple(steps)
 
 
-def plan_launch(fleet: Fleet, lane: str, argv: Sequence[str], *, run_id: str | None = None,
-                name: str | None = None, port: int | None = None, workdir: str | None = None,
-                timeout: float | None = None, extra_env: Mapping[str, str] | None = None) -> LaunchPlan:
+def plan_launch(
+    fleet: Fleet,
+    lane: str,
+    argv: Sequence[str],
+    *,
+    run_id: str | None = None,
+    name: str | None = None,
+    port: int | None = None,
+    workdir: str | None = None,
+    timeout: float | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> LaunchPlan:
     """The complete launch of `argv` on `lane`: pure, no worker is contacted."""
     lane_model = fleet.lane(lane)
     workers = fleet.lane_workers(lane)
@@ -337,31 +426,65 @@ def plan_launch(fleet: Fleet, lane: str, argv: Sequence[str], *, run_id: str | N
     for pid, w in enumerate(workers):
         policy = runtime_policy(fleet, lane, w)
         env = {**policy.env, **extra_env}
-        env.update({
-            "ORCH_RUN_ID": run_id, "ORCH_LANE": lane, "ORCH_WORKER": w.name, "ORCH_PROCESS_ID": str(pid),
-            "ORCH_NUM_PROCESSES": str(n), "ORCH_COORDINATOR": f"{coordinator}:{coord_port}",
-            "MASTER_ADDR": coordinator, "MASTER_PORT": str(coord_port + 1), "WORLD_SIZE": str(n),
-            "RANK": str(pid), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-        })
+        env.update(
+            {
+                "ORCH_RUN_ID": run_id,
+                "ORCH_LANE": lane,
+                "ORCH_WORKER": w.name,
+                "ORCH_PROCESS_ID": str(pid),
+                "ORCH_NUM_PROCESSES": str(n),
+                "ORCH_COORDINATOR": f"{coordinator}:{coord_port}",
+                "MASTER_ADDR": coordinator,
+                "MASTER_PORT": str(coord_port + 1),
+                "WORLD_SIZE": str(n),
+                "RANK": str(pid),
+                "LOCAL_RANK": "0",
+                "LOCAL_WORLD_SIZE": "1",
+            }
+        )
         layout = Layout(w.root)
-        processes.append(ProcessPlan(process_id=pid, worker=w.name, index=w.index, address=w.internal_address,
-                                     python=layout.active_python(lane), run_dir=layout.run_dir(run_id), env=env))
+        processes.append(
+            ProcessPlan(
+                process_id=pid,
+                worker=w.name,
+                index=w.index,
+                address=w.internal_address,
+                python=layout.active_python(lane),
+                run_dir=layout.run_dir(run_id),
+                env=env,
+            )
+        )
     frontends = bundle_frontends(bundle.pins)
     return LaunchPlan(
-        run_id=run_id, name=name, lane=lane, slice=slice_name, bundle=lane_model.bundle,
-        platform=lane_model.platform, profile=lane_model.runtime,
+        run_id=run_id,
+        name=name,
+        lane=lane,
+        slice=slice_name,
+        bundle=lane_model.bundle,
+        platform=lane_model.platform,
+        profile=lane_model.runtime,
         distributions=tuple(re.split(r"[\[=<>!~ ]", pin, 1)[0] for pin in bundle.pins),
-        frontends=frontends, contract=startup_contract(frontends, lane_model.platform), target=target,
-        workdir=wd, coordinator_address=coordinator, coordinator_port=coord_port, master_port=coord_port + 1,
-        port_given=port is not None, timeout=timeout, forbid=forbid,
-        cache=launch_cache(fleet, lane), processes=tuple(processes))
+        frontends=frontends,
+        contract=startup_contract(frontends, lane_model.platform),
+        target=target,
+        workdir=wd,
+        coordinator_address=coordinator,
+        coordinator_port=coord_port,
+        master_port=coord_port + 1,
+        port_given=port is not None,
+        timeout=timeout,
+        forbid=forbid,
+        cache=launch_cache(fleet, lane),
+        processes=tuple(processes),
+    )
 
 
 def with_ports(plan: LaunchPlan, port: int) -> LaunchPlan:
     """The same plan with another coordinator port (when preflight found the planned one taken)."""
     coordinator = f"{plan.coordinator_address}:{port}"
-    procs = tuple(replace(p, env={**p.env, "ORCH_COORDINATOR": coordinator, "MASTER_PORT": str(port + 1)})
-                  for p in plan.processes)
+    procs = tuple(
+        replace(p, env={**p.env, "ORCH_COORDINATOR": coordinator, "MASTER_PORT": str(port + 1)}) for p in plan.processes
+    )
     return replace(plan, coordinator_port=port, master_port=port + 1, processes=procs)
 
 
@@ -377,8 +500,12 @@ def render_plan(plan: LaunchPlan) -> str:
         f"{plan.num_processes} processes",
         f"program      {' '.join(plan.target.argv())}",
         f"python       {python}",
-        "cwd          " + (f"{plan.workdir.remote}  (synced from {plan.workdir.local})" if plan.workdir
-                           else "the worker's home directory; the script path is used as given"),
+        "cwd          "
+        + (
+            f"{plan.workdir.remote}  (synced from {plan.workdir.local})"
+            if plan.workdir
+            else "the worker's home directory; the script path is used as given"
+        ),
         f"coordinator  {plan.coordinator}  (torch MASTER_PORT {plan.master_port})",
         f"timeout      {plan.timeout:g}s" if plan.timeout else "timeout      none",
         f"forbid       {', '.join(plan.forbid)}",
@@ -394,8 +521,7 @@ def render_plan(plan: LaunchPlan) -> str:
     for step in plan.contract:
         lines.append(f"  {n}. {step.frontend:<12} {step.detail}")
         n += 1
-    lines += [f"  {n}. user code    {' '.join(plan.target.argv())}", "",
-              "environment (every process):"]
+    lines += [f"  {n}. user code    {' '.join(plan.target.argv())}", "", "environment (every process):"]
     lines += [f"  {k}={v}" for k, v in sorted(common.items())]
     lines += ["", "processes:"]
     for p in procs:
@@ -420,15 +546,19 @@ class WorkerEnd:
     signal: int | None = None
     signal_name: str | None = None
     reason: str = ""
-    stopped: bool = False   # ended by orch (gang teardown, stop, timeout)
-    lost: bool = False      # the worker or its supervisor stopped answering
+    stopped: bool = False  # ended by orch (gang teardown, stop, timeout)
+    lost: bool = False  # the worker or its supervisor stopped answering
     ended_at: float | None = None
     tail: str = ""
 
     @property
     def failed(self) -> bool:
-        return self.lost or self.signal is not None or (self.exit_code not in (0, None)) or \
-            (self.exit_code is None and not self.stopped)
+        return (
+            self.lost
+            or self.signal is not None
+            or (self.exit_code not in (0, None))
+            or (self.exit_code is None and not self.stopped)
+        )
 
     def how(self) -> str:
         if self.lost:
@@ -440,9 +570,18 @@ class WorkerEnd:
         return self.reason or "unknown"
 
     def to_dict(self) -> dict:
-        return {"worker": self.worker, "process_id": self.process_id, "exit_code": self.exit_code,
-                "signal": self.signal, "signal_name": self.signal_name, "reason": self.reason,
-                "stopped": self.stopped, "lost": self.lost, "ended_at": self.ended_at, "how": self.how()}
+        return {
+            "worker": self.worker,
+            "process_id": self.process_id,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "signal_name": self.signal_name,
+            "reason": self.reason,
+            "stopped": self.stopped,
+            "lost": self.lost,
+            "ended_at": self.ended_at,
+            "how": self.how(),
+        }
 
 
 @dataclass
@@ -491,20 +630,31 @@ class LaunchOutcome:
 
     def to_dict(self) -> dict:
         return {
-            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": self.status, "ok": self.ok,
-            "message": self.message, "lane": self.plan.lane, "num_processes": self.plan.num_processes,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "status": self.status,
+            "ok": self.ok,
+            "message": self.message,
+            "lane": self.plan.lane,
+            "num_processes": self.plan.num_processes,
             "ends": {w: e.to_dict() for w, e in self.ends.items()},
             "first_failure": self.first_failure.to_dict() if self.first_failure else None,
             "first_failure_tail": self.first_failure.tail if self.first_failure else None,
-            "diagnosis": self.diagnosis, "ready_elapsed": self.ready_elapsed, "release_at": self.release_at,
-            "released_at": self.released_at, "started_at": self.started_at, "start_skew": self.start_skew,
-            "user_start_skew": self.user_start_skew, "failure_seen_at": self.failure_seen_at,
-            "teardown": self.teardown, "teardown_latency": self.teardown_latency,
+            "diagnosis": self.diagnosis,
+            "ready_elapsed": self.ready_elapsed,
+            "release_at": self.release_at,
+            "released_at": self.released_at,
+            "started_at": self.started_at,
+            "start_skew": self.start_skew,
+            "user_start_skew": self.user_start_skew,
+            "failure_seen_at": self.failure_seen_at,
+            "teardown": self.teardown,
+            "teardown_latency": self.teardown_latency,
         }
 
 
-OutputFn = Callable[[str, str], None]   # (worker, line)
-ReportFn = Callable[[str], None]        # controller progress, one line
+OutputFn = Callable[[str, str], None]  # (worker, line)
+ReportFn = Callable[[str], None]  # controller progress, one line
 
 
 def _quiet(_text: str) -> None:
@@ -541,13 +691,24 @@ def sync_workdir(plan: LaunchPlan, transport: Transport, report: ReportFn = _qui
         remote = doc["files"]
         changed = tuple(sorted(rel for rel, meta in local.items() if remote.get(rel) != meta))
         if not changed and set(remote) == set(local):
-            return Result(host=worker.name, argv=("launch_sync",), exit_code=0, stdout=json.dumps(
-                {"schema_version": 1, "ok": True, "changed": [], "deleted": [], "verified": len(local),
-                 "mismatches": []}))
+            return Result(
+                host=worker.name,
+                argv=("launch_sync",),
+                exit_code=0,
+                stdout=json.dumps(
+                    {
+                        "schema_version": 1,
+                        "ok": True,
+                        "changed": [],
+                        "deleted": [],
+                        "verified": len(local),
+                        "mismatches": [],
+                    }
+                ),
+            )
         # The manifest and the changed files travel over SFTP (no data on command lines).
         staging = f"{worker.root}/code/.sync-{plan.run_id}"
-        put = transport.put_one(worker.name, io.BytesIO(json.dumps({"files": local}).encode()),
-                                f"{staging}.json")
+        put = transport.put_one(worker.name, io.BytesIO(json.dumps({"files": local}).encode()), f"{staging}.json")
         if not put.ok:
             return put
         args = ["apply", wd.remote, "--manifest", f"{staging}.json"]
@@ -572,11 +733,12 @@ def sync_workdir(plan: LaunchPlan, transport: Transport, report: ReportFn = _qui
         else:
             out[name] = doc
     if problems:
-        raise LaunchError(f"--workdir {wd.local} could not be synced to every worker:\n  "
-                          + "\n  ".join(problems))
+        raise LaunchError(f"--workdir {wd.local} could not be synced to every worker:\n  " + "\n  ".join(problems))
     shipped = sum(len(d["changed"]) for d in out.values())
-    report(f"workdir {wd.local} -> {wd.remote}: {len(local)} files, {shipped} shipped over "
-           f"{len(out)} workers, all verified")
+    report(
+        f"workdir {wd.local} -> {wd.remote}: {len(local)} files, {shipped} shipped over "
+        f"{len(out)} workers, all verified"
+    )
     return out
 
 
@@ -603,14 +765,25 @@ class Preflight:
     docs: dict[str, dict]
 
 
-def preflight(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False,
-              grace: float = DEFAULT_GRACE) -> Preflight:
+def preflight(
+    plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, grace: float = DEFAULT_GRACE
+) -> Preflight:
     """Check every worker before anything starts; with `reclaim`, first end earlier orch runs' processes."""
 
     def one(worker) -> Result:
         p = plan.process(worker.name)
-        args = ["--root", worker.root, "--lane", plan.lane, "--run-id", plan.run_id, "--grace", f"{grace:g}",
-                "--lockfile", LIBTPU_LOCKFILE]
+        args = [
+            "--root",
+            worker.root,
+            "--lane",
+            plan.lane,
+            "--run-id",
+            plan.run_id,
+            "--grace",
+            f"{grace:g}",
+            "--lockfile",
+            LIBTPU_LOCKFILE,
+        ]
         if p.process_id == 0:
             args += ["--port", str(plan.coordinator_port), "--port", str(plan.master_port)]
         if reclaim:
@@ -630,8 +803,10 @@ def preflight(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False,
     for name, doc in docs.items():
         active = doc["active"]
         if not active["exists"]:
-            problems.append(f"{name}: lane '{plan.lane}' has no active bundle ({active['path']} is missing); "
-                            f"deploy it first: orch deploy --lane {plan.lane}")
+            problems.append(
+                f"{name}: lane '{plan.lane}' has no active bundle ({active['path']} is missing); "
+                f"deploy it first: orch deploy --lane {plan.lane}"
+            )
         elif not active["python_ok"]:
             problems.append(f"{name}: the active bundle {active['target']} has no Python at {active['python']}")
     groups: dict[str, list[str]] = {}
@@ -641,40 +816,54 @@ def preflight(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False,
     if len(groups) > 1:
         ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))
         parts = [f"{', '.join(ws)} run{'s' if len(ws) == 1 else ''} {os.path.basename(t)} ({t})" for t, ws in ranked]
-        problems.append(f"lane '{plan.lane}' has a mixed stack: " + "; ".join(parts)
-                        + f". One gang runs one bundle: deploy the same bundle to every worker "
-                        f"(orch deploy --lane {plan.lane}) or narrow the lane")
+        problems.append(
+            f"lane '{plan.lane}' has a mixed stack: "
+            + "; ".join(parts)
+            + f". One gang runs one bundle: deploy the same bundle to every worker "
+            f"(orch deploy --lane {plan.lane}) or narrow the lane"
+        )
     for name, doc in docs.items():
         for run in doc.get("reclaimed", []):
             ended = len(run["term"])
-            reclaimed.append(f"{name}: ended {ended} process(es) of earlier run {run['run_id']}"
-                             + (f" ({len(run['kill'])} needed KILL)" if run["kill"] else "")
-                             + (f"; still alive: {run['left']}" if run["left"] else ""))
+            reclaimed.append(
+                f"{name}: ended {ended} process(es) of earlier run {run['run_id']}"
+                + (f" ({len(run['kill'])} needed KILL)" if run["kill"] else "")
+                + (f"; still alive: {run['left']}" if run["left"] else "")
+            )
             if run["left"]:
                 problems.append(f"{name}: could not end processes {run['left']} of earlier run {run['run_id']}")
         for holder in doc.get("lock_holders", []):
-            problems.append(f"{name}: {doc['lockfile']} is locked by pid {holder['pid']} "
-                            f"({holder['command'] or '?'})" + _owner_hint(holder))
+            problems.append(
+                f"{name}: {doc['lockfile']} is locked by pid {holder['pid']} "
+                f"({holder['command'] or '?'})" + _owner_hint(holder)
+            )
         for holder in doc.get("device_holders", []):
-            problems.append(f"{name}: TPU device {', '.join(holder['devices'])} is held by pid {holder['pid']} "
-                            f"({holder['command'] or '?'})" + _owner_hint(holder))
+            problems.append(
+                f"{name}: TPU device {', '.join(holder['devices'])} is held by pid {holder['pid']} "
+                f"({holder['command'] or '?'})" + _owner_hint(holder)
+            )
         for run in doc.get("earlier_runs", []):
             procs = run["processes"]
             if procs:
-                warnings.append(f"{name}: earlier run {run['run_id']} still has {len(procs)} process(es) "
-                                f"(pid {', '.join(str(p['pid']) for p in procs[:5])}); "
-                                f"`orch stop {run['run_id']}` or --reclaim ends them")
+                warnings.append(
+                    f"{name}: earlier run {run['run_id']} still has {len(procs)} process(es) "
+                    f"(pid {', '.join(str(p['pid']) for p in procs[:5])}); "
+                    f"`orch stop {run['run_id']}` or --reclaim ends them"
+                )
     suggested = None
     for name, doc in docs.items():
         busy = [p for p in doc.get("ports", []) if not p["free"]]
         if busy:
             if plan.port_given or not doc.get("suggested_ports"):
-                problems.append(f"{name}: coordinator port {', '.join(str(p['port']) for p in busy)} is taken "
-                                f"({busy[0]['error']}); choose another with --port")
+                problems.append(
+                    f"{name}: coordinator port {', '.join(str(p['port']) for p in busy)} is taken "
+                    f"({busy[0]['error']}); choose another with --port"
+                )
             else:
                 suggested = doc["suggested_ports"]
-    return Preflight(problems=problems, warnings=warnings, reclaimed=reclaimed, bundles=bundles,
-                     suggested_ports=suggested, docs=docs)
+    return Preflight(
+        problems=problems, warnings=warnings, reclaimed=reclaimed, bundles=bundles, suggested_ports=suggested, docs=docs
+    )
 
 
 def _owner_hint(holder: dict) -> str:
@@ -690,6 +879,7 @@ def _owner_hint(holder: dict) -> str:
 def start_workers(plan: LaunchPlan, transport: Transport, *, grace: float, ready_timeout: float) -> dict[str, Result]:
     """Send each worker its launch document (on stdin, never a command line; the worker writes it
     owner-only, since it holds the run's environment) and start its supervisor."""
+
     def one(worker) -> Result:
         doc = plan.launch_doc(plan.process(worker.name), grace=grace, ready_timeout=ready_timeout)
         return run_hostside(transport, worker, "launch_start", stdin=json.dumps(doc), timeout=60)
@@ -697,17 +887,29 @@ def start_workers(plan: LaunchPlan, transport: Transport, *, grace: float, ready
     return transport.map(one, plan.workers)
 
 
-def release(plan: LaunchPlan, transport: Transport, at: float,
-            workers: Sequence[str] | None = None) -> dict[str, Result]:
+def release(
+    plan: LaunchPlan, transport: Transport, at: float, workers: Sequence[str] | None = None
+) -> dict[str, Result]:
     def one(worker) -> Result:
-        return run_hostside(transport, worker, "launch_ctl",
-                            ["release", plan.process(worker.name).run_dir, "--at", repr(at)], timeout=30)
+        return run_hostside(
+            transport,
+            worker,
+            "launch_ctl",
+            ["release", plan.process(worker.name).run_dir, "--at", repr(at)],
+            timeout=30,
+        )
 
     return transport.map(one, workers or plan.workers)
 
 
-def stop_workers(plan: LaunchPlan, transport: Transport, *, reason: str, grace: float = DEFAULT_GRACE,
-                 workers: Sequence[str] | None = None) -> dict:
+def stop_workers(
+    plan: LaunchPlan,
+    transport: Transport,
+    *,
+    reason: str,
+    grace: float = DEFAULT_GRACE,
+    workers: Sequence[str] | None = None,
+) -> dict:
     """TERM then KILL every process of the run on `workers` (default: all), in parallel.
 
     Returns {"reason", "workers": {name: stop report}, "done_at", "elapsed"}.
@@ -715,16 +917,19 @@ def stop_workers(plan: LaunchPlan, transport: Transport, *, reason: str, grace: 
     t0 = time.time()
 
     def one(worker) -> Result:
-        return run_hostside(transport, worker, "launch_ctl",
-                            ["stop", plan.process(worker.name).run_dir, "--grace", f"{grace:g}",
-                             "--reason", reason], timeout=grace + 20)
+        return run_hostside(
+            transport,
+            worker,
+            "launch_ctl",
+            ["stop", plan.process(worker.name).run_dir, "--grace", f"{grace:g}", "--reason", reason],
+            timeout=grace + 20,
+        )
 
     results = _shielded(lambda: transport.map(one, workers or plan.workers))
     out = {}
     for name, res in results.items():
         doc = _doc(res)
-        out[name] = ({k: doc.get(k) for k in ("term", "kill", "left", "elapsed")} if doc
-                     else {"error": res.describe()})
+        out[name] = {k: doc.get(k) for k in ("term", "kill", "left", "elapsed")} if doc else {"error": res.describe()}
     done = time.time()
     return {"reason": reason, "workers": out, "started_at": t0, "done_at": done, "elapsed": round(done - t0, 3)}
 
@@ -762,12 +967,17 @@ def _interruption(exc: KeyboardInterrupt) -> str:
     return str(exc.args[0]) if exc.args and str(exc.args[0]).startswith("SIG") else "Ctrl-C"
 
 
-def interrupted(plan: LaunchPlan, transport: Transport, exc: KeyboardInterrupt, *, grace: float) -> "LaunchOutcome":
+def interrupted(plan: LaunchPlan, transport: Transport, exc: KeyboardInterrupt, *, grace: float) -> LaunchOutcome:
     """Tear the gang down after an interrupt that came before (or between) the gang loop's own checks."""
     what = _interruption(exc)
     teardown = stop_workers(plan, transport, reason=f"{what} on the controller", grace=grace)
-    return LaunchOutcome(run_id=plan.run_id, status="interrupted", plan=plan, teardown=teardown,
-                         message=f"interrupted ({what}) on the controller")
+    return LaunchOutcome(
+        run_id=plan.run_id,
+        status="interrupted",
+        plan=plan,
+        teardown=teardown,
+        message=f"interrupted ({what}) on the controller",
+    )
 
 
 def interrupt_on_termination() -> None:
@@ -796,9 +1006,9 @@ def _never_raising(fn):
 
 def collect_records(plan: LaunchPlan, transport: Transport) -> dict[str, dict]:
     """Each worker's pid file, record and exit status (for the controller's run record)."""
+
     def one(worker) -> Result:
-        return run_hostside(transport, worker, "launch_ctl", ["collect", plan.process(worker.name).run_dir],
-                            timeout=30)
+        return run_hostside(transport, worker, "launch_ctl", ["collect", plan.process(worker.name).run_dir], timeout=30)
 
     out = {}
     for name, res in transport.map(one, plan.workers).items():
@@ -809,8 +1019,7 @@ def collect_records(plan: LaunchPlan, transport: Transport) -> dict[str, dict]:
 
 def worker_status(plan: LaunchPlan, transport: Transport) -> dict[str, dict]:
     def one(worker) -> Result:
-        return run_hostside(transport, worker, "launch_ctl", ["status", plan.process(worker.name).run_dir],
-                            timeout=30)
+        return run_hostside(transport, worker, "launch_ctl", ["status", plan.process(worker.name).run_dir], timeout=30)
 
     out = {}
     for name, res in transport.map(one, plan.workers).items():
@@ -825,9 +1034,22 @@ def worker_status(plan: LaunchPlan, transport: Transport) -> dict[str, dict]:
 class _Gang:
     """Watches every worker of a run and applies the gang rule."""
 
-    def __init__(self, plan: LaunchPlan, transport: Transport, *, on_output: OutputFn | None,
-                 report: ReportFn, grace: float, failure_grace: float, start_timeout: float, lost_after: float,
-                 until: str, from_end: bool, release_needed: bool, release_margin: float):
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        transport: Transport,
+        *,
+        on_output: OutputFn | None,
+        report: ReportFn,
+        grace: float,
+        failure_grace: float,
+        start_timeout: float,
+        lost_after: float,
+        until: str,
+        from_end: bool,
+        release_needed: bool,
+        release_margin: float,
+    ):
         self.plan = plan
         self.transport = transport
         self.on_output = _never_raising(on_output)
@@ -874,9 +1096,14 @@ class _Gang:
                 if self.on_output:
                     self.on_output(name, line)
 
-            res = run_hostside(self.transport, worker, "launch_watch",
-                               [p.run_dir, "--offset", offset, "--until", self.until],
-                               timeout=WATCH_FOREVER, on_line=on_line)
+            res = run_hostside(
+                self.transport,
+                worker,
+                "launch_watch",
+                [p.run_dir, "--offset", offset, "--until", self.until],
+                timeout=WATCH_FOREVER,
+                on_line=on_line,
+            )
             if got_exit or (res.ok and self.until == "started") or self.closing.is_set():
                 break
             # The watch ended without an exit: reconnect once if the worker answers.
@@ -890,8 +1117,16 @@ class _Gang:
             offset = "-1"
             probe = run_hostside(self.transport, worker, "launch_ctl", ["status", p.run_dir], timeout=15)
             if _doc(probe) is None:
-                self.events.put((name, {"event": "lost", "reason": f"{ended}, and the worker does not answer: "
-                                        f"{probe.describe()}", "last_heard": last_heard}))
+                self.events.put(
+                    (
+                        name,
+                        {
+                            "event": "lost",
+                            "reason": f"{ended}, and the worker does not answer: {probe.describe()}",
+                            "last_heard": last_heard,
+                        },
+                    )
+                )
                 return
             self.report(f"{name}: watch interrupted ({ended}); reconnected")
         self.events.put((name, {"event": "closed"}))
@@ -915,8 +1150,7 @@ class _Gang:
 
         def done() -> bool:
             if self.until == "started" and teardown_reason is None:
-                return all(n in started or n in out.ends or n in closed for n in names) and \
-                    len(started) == len(names)
+                return all(n in started or n in out.ends or n in closed for n in names) and len(started) == len(names)
             return all(n in out.ends or n in closed for n in names)
 
         def teardown(reason: str, failed: bool = True) -> None:
@@ -932,14 +1166,16 @@ class _Gang:
             self.report(f"tearing down the gang: {reason} (TERM, KILL after {grace:g}s)")
             out.teardown = stop_workers(plan, self.transport, reason=reason, grace=grace)
             teardown_wait_until = time.monotonic() + 10.0
-            problems = [f"{w}: " + (f"could not be reached ({r['error']})" if r.get("error")
-                                    else f"processes {r['left']} survived KILL")
-                        for w, r in out.teardown["workers"].items() if r.get("left") or r.get("error")]
+            problems = [
+                f"{w}: "
+                + (f"could not be reached ({r['error']})" if r.get("error") else f"processes {r['left']} survived KILL")
+                for w, r in out.teardown["workers"].items()
+                if r.get("left") or r.get("error")
+            ]
             if problems:
                 self.report("teardown incomplete: " + "; ".join(problems))
             else:
-                self.report(f"every process of the run ended on {len(names)} workers "
-                            f"({out.teardown['elapsed']:.2f}s)")
+                self.report(f"every process of the run ended on {len(names)} workers ({out.teardown['elapsed']:.2f}s)")
 
         while True:
             try:
@@ -980,10 +1216,15 @@ class _Gang:
                     elif kind == "lost":
                         if name not in out.ends:
                             # Alive until last heard from: a lost host is a cause, never a consequence.
-                            out.ends[name] = WorkerEnd(worker=name, process_id=plan.process(name).process_id,
-                                                       exit_code=None, lost=True, reason=ev.get("reason", "lost"),
-                                                       ended_at=ev.get("last_heard") or time.time(),
-                                                       tail="\n".join(self.tails[name]))
+                            out.ends[name] = WorkerEnd(
+                                worker=name,
+                                process_id=plan.process(name).process_id,
+                                exit_code=None,
+                                lost=True,
+                                reason=ev.get("reason", "lost"),
+                                ended_at=ev.get("last_heard") or time.time(),
+                                tail="\n".join(self.tails[name]),
+                            )
                             if teardown_reason is None:
                                 out.failure_seen_at = time.time()
                                 self.report(f"{name} lost: {ev.get('reason')}")
@@ -1006,9 +1247,11 @@ class _Gang:
                 if not released and teardown_reason is None and now - t0 > self.start_timeout:
                     missing = [w for w in names if w not in ready]
                     out.status = "failed"
-                    out.message = (f"{len(ready)}/{len(names)} workers ready after {self.start_timeout:g}s; "
-                                   f"not ready: {', '.join(missing)} (log: {plan.process(missing[0]).run_dir}/"
-                                   f"output.log on {missing[0]})")
+                    out.message = (
+                        f"{len(ready)}/{len(names)} workers ready after {self.start_timeout:g}s; "
+                        f"not ready: {', '.join(missing)} (log: {plan.process(missing[0]).run_dir}/"
+                        f"output.log on {missing[0]})"
+                    )
                     teardown(f"start timeout: {', '.join(missing)} not ready")
                 if run_deadline is not None and teardown_reason is None and time.monotonic() > run_deadline:
                     out.status = "timed-out"
@@ -1018,9 +1261,15 @@ class _Gang:
                 if teardown_reason is None:
                     for w in names:
                         if w not in out.ends and w not in closed and now - self.heard[w] > self.lost_after:
-                            out.ends[w] = WorkerEnd(worker=w, process_id=plan.process(w).process_id, exit_code=None,
-                                                    lost=True, reason=f"silent for {self.lost_after:g}s",
-                                                    ended_at=self.heard_wall[w], tail="\n".join(self.tails[w]))
+                            out.ends[w] = WorkerEnd(
+                                worker=w,
+                                process_id=plan.process(w).process_id,
+                                exit_code=None,
+                                lost=True,
+                                reason=f"silent for {self.lost_after:g}s",
+                                ended_at=self.heard_wall[w],
+                                tail="\n".join(self.tails[w]),
+                            )
                             out.failure_seen_at = time.time()
                             self.report(f"{w} lost: no word for {self.lost_after:g}s")
                             teardown(f"{w} was lost")
@@ -1028,8 +1277,13 @@ class _Gang:
                 if teardown_wait_until is not None and time.monotonic() > teardown_wait_until:
                     for w in names:
                         if w not in out.ends:
-                            out.ends[w] = WorkerEnd(worker=w, process_id=plan.process(w).process_id, exit_code=None,
-                                                    lost=True, reason="no exit report after teardown")
+                            out.ends[w] = WorkerEnd(
+                                worker=w,
+                                process_id=plan.process(w).process_id,
+                                exit_code=None,
+                                lost=True,
+                                reason="no exit report after teardown",
+                            )
                     break
             except KeyboardInterrupt as exc:
                 what = _interruption(exc)
@@ -1059,8 +1313,9 @@ class _Gang:
                 out.status = "succeeded"
         f = out.first_failure
         if out.status == "failed" and f is not None:
-            out.message = (f"{f.worker} (process {f.process_id}) failed first: {f.how()}"
-                           + (f"; {f.reason}" if f.reason and not f.lost and f.reason not in f.how() else ""))
+            out.message = f"{f.worker} (process {f.process_id}) failed first: {f.how()}" + (
+                f"; {f.reason}" if f.reason and not f.lost and f.reason not in f.how() else ""
+            )
         elif out.status == "stopped":
             first = min(stopped, key=lambda e: e.ended_at or float("inf"))
             out.message = f"{first.worker}: {first.reason}"
@@ -1072,10 +1327,18 @@ class _Gang:
 
 
 def _end_from_event(plan: LaunchPlan, name: str, ev: dict, tail: deque) -> WorkerEnd:
-    return WorkerEnd(worker=name, process_id=plan.process(name).process_id, exit_code=ev.get("exit_code"),
-                     signal=ev.get("signal"), signal_name=ev.get("signal_name"), reason=ev.get("reason", ""),
-                     stopped=bool(ev.get("stopped")), lost=bool(ev.get("lost")), ended_at=ev.get("ended_at"),
-                     tail=ev.get("tail") or "\n".join(tail))
+    return WorkerEnd(
+        worker=name,
+        process_id=plan.process(name).process_id,
+        exit_code=ev.get("exit_code"),
+        signal=ev.get("signal"),
+        signal_name=ev.get("signal_name"),
+        reason=ev.get("reason", ""),
+        stopped=bool(ev.get("stopped")),
+        lost=bool(ev.get("lost")),
+        ended_at=ev.get("ended_at"),
+        tail=ev.get("tail") or "\n".join(tail),
+    )
 
 
 def diagnose_tail(text: str) -> dict | None:
@@ -1092,24 +1355,54 @@ def diagnose_tail(text: str) -> dict | None:
     return {"layer": finding.layer, "line": finding.line, "remedy": finding.remedy}
 
 
-def monitor(plan: LaunchPlan, transport: Transport, *, on_output: OutputFn | None = None,
-            report: ReportFn = _quiet, grace: float = DEFAULT_GRACE, failure_grace: float = DEFAULT_FAILURE_GRACE,
-            start_timeout: float = DEFAULT_START_TIMEOUT,
-            lost_after: float = DEFAULT_LOST_AFTER, until: str = "exit", from_end: bool = False,
-            release_needed: bool = True, release_margin: float = RELEASE_MARGIN) -> LaunchOutcome:
+def monitor(
+    plan: LaunchPlan,
+    transport: Transport,
+    *,
+    on_output: OutputFn | None = None,
+    report: ReportFn = _quiet,
+    grace: float = DEFAULT_GRACE,
+    failure_grace: float = DEFAULT_FAILURE_GRACE,
+    start_timeout: float = DEFAULT_START_TIMEOUT,
+    lost_after: float = DEFAULT_LOST_AFTER,
+    until: str = "exit",
+    from_end: bool = False,
+    release_needed: bool = True,
+    release_margin: float = RELEASE_MARGIN,
+) -> LaunchOutcome:
     """Watch a started run under the gang rule until every worker ended (or, `until="started"`, started)."""
-    gang = _Gang(plan, transport, on_output=on_output, report=report, grace=grace, failure_grace=failure_grace,
-                 start_timeout=start_timeout,
-                 lost_after=lost_after, until=until, from_end=from_end, release_needed=release_needed,
-                 release_margin=release_margin)
+    gang = _Gang(
+        plan,
+        transport,
+        on_output=on_output,
+        report=report,
+        grace=grace,
+        failure_grace=failure_grace,
+        start_timeout=start_timeout,
+        lost_after=lost_after,
+        until=until,
+        from_end=from_end,
+        release_needed=release_needed,
+        release_margin=release_margin,
+    )
     return gang.run()
 
 
-def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, detach: bool = False,
-            on_output: OutputFn | None = None, report: ReportFn = _quiet, grace: float = DEFAULT_GRACE,
-            failure_grace: float = DEFAULT_FAILURE_GRACE, start_timeout: float = DEFAULT_START_TIMEOUT,
-            lost_after: float = DEFAULT_LOST_AFTER, release_margin: float = RELEASE_MARGIN,
-            record=None) -> LaunchOutcome:
+def execute(
+    plan: LaunchPlan,
+    transport: Transport,
+    *,
+    reclaim: bool = False,
+    detach: bool = False,
+    on_output: OutputFn | None = None,
+    report: ReportFn = _quiet,
+    grace: float = DEFAULT_GRACE,
+    failure_grace: float = DEFAULT_FAILURE_GRACE,
+    start_timeout: float = DEFAULT_START_TIMEOUT,
+    lost_after: float = DEFAULT_LOST_AFTER,
+    release_margin: float = RELEASE_MARGIN,
+    record=None,
+) -> LaunchOutcome:
     """Carry out `plan` on the workers of `transport`: sync, preflight, start together, watch as a gang.
 
     Raises LaunchError when preflight or the start refuses (nothing is left
@@ -1130,18 +1423,24 @@ def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, de
             report(f"warning: {line}")
         if pf.problems:
             record.update(state="refused", problems=pf.problems)
-            raise LaunchError(f"preflight refused run {plan.run_id} on lane '{plan.lane}' "
-                              f"({len(pf.problems)} problem{'s' if len(pf.problems) != 1 else ''}):\n  - "
-                              + "\n  - ".join(pf.problems))
+            raise LaunchError(
+                f"preflight refused run {plan.run_id} on lane '{plan.lane}' "
+                f"({len(pf.problems)} problem{'s' if len(pf.problems) != 1 else ''}):\n  - "
+                + "\n  - ".join(pf.problems)
+            )
         if pf.suggested_ports:
-            report(f"coordinator port {plan.coordinator_port} is taken on {plan.processes[0].worker}; "
-                   f"using {pf.suggested_ports[0]}")
+            report(
+                f"coordinator port {plan.coordinator_port} is taken on {plan.processes[0].worker}; "
+                f"using {pf.suggested_ports[0]}"
+            )
             plan = with_ports(plan, pf.suggested_ports[0])
             record.save_plan(plan)
         bundle = next(iter(pf.bundles.values()), None)
         record.update(state="starting", bundle_env=bundle)
-        report(f"preflight ok on {plan.num_processes} workers (bundle {os.path.basename(bundle or '?')}); "
-               f"coordinator {plan.coordinator}")
+        report(
+            f"preflight ok on {plan.num_processes} workers (bundle {os.path.basename(bundle or '?')}); "
+            f"coordinator {plan.coordinator}"
+        )
     except KeyboardInterrupt:
         record.update(state="interrupted")
         raise LaunchError("interrupted during preflight; nothing was started") from None
@@ -1156,12 +1455,23 @@ def execute(plan: LaunchPlan, transport: Transport, *, reclaim: bool = False, de
         if bad:
             stop_workers(plan, transport, reason="the start failed on another worker", grace=grace)
             record.update(state="start-failed", problems=[f"{w}: {m}" for w, m in bad.items()])
-            raise LaunchError("the run could not be started on every worker (nothing is left running):\n  - "
-                              + "\n  - ".join(f"{w}: {m}" for w, m in bad.items()))
+            raise LaunchError(
+                "the run could not be started on every worker (nothing is left running):\n  - "
+                + "\n  - ".join(f"{w}: {m}" for w, m in bad.items())
+            )
         record.update(state="started", pids={w: _doc(r) for w, r in started.items()})
-        outcome = monitor(plan, transport, on_output=on_output, report=report, grace=grace,
-                          failure_grace=failure_grace, start_timeout=start_timeout, lost_after=lost_after,
-                          until="started" if detach else "exit", release_margin=release_margin)
+        outcome = monitor(
+            plan,
+            transport,
+            on_output=on_output,
+            report=report,
+            grace=grace,
+            failure_grace=failure_grace,
+            start_timeout=start_timeout,
+            lost_after=lost_after,
+            until="started" if detach else "exit",
+            release_margin=release_margin,
+        )
     except KeyboardInterrupt as exc:
         outcome = interrupted(plan, transport, exc, grace=grace)
     return finish(plan, transport, outcome, record)

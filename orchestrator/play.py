@@ -30,17 +30,17 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from orchestrator.errors import ConfigError
 from orchestrator.yamlsrc import Located, did_you_mean, load
 
 STEP_KEYS = {"name", "lane"}
 RUN_PRODUCERS = {"launch", "restart-check"}
-PATH_OPTIONS = {"workdir"}          # relative to the playbook file
-RUN_PATH_OPTIONS = {"html"}         # relative to the step's run directory on the controller
+PATH_OPTIONS = {"workdir"}  # relative to the playbook file
+RUN_PATH_OPTIONS = {"html"}  # relative to the step's run directory on the controller
 # Verbs whose human view is the point of the rung: shown, not parsed.
 SHOWN = {"report", "compare", "bundle status", "cache status"}
 
@@ -49,10 +49,10 @@ SHOWN = {"report", "compare", "bundle status", "cache status"}
 class CommandShape:
     """What a verb accepts: option names (as in YAML), and its positional arguments."""
 
-    options: dict[str, str]          # yaml key -> --flag
-    flags: frozenset[str]            # keys that are on/off flags
-    multiple: frozenset[str]         # keys that may repeat
-    positionals: tuple[str, ...]     # e.g. ("run",), ("argv",), ("run_a", "run_b")
+    options: dict[str, str]  # yaml key -> --flag
+    flags: frozenset[str]  # keys that are on/off flags
+    multiple: frozenset[str]  # keys that may repeat
+    positionals: tuple[str, ...]  # e.g. ("run",), ("argv",), ("run_a", "run_b")
     has_json: bool
     has_lane: bool
 
@@ -85,8 +85,9 @@ class Playbook:
             if s.name == start:
                 return s.index
         names = [s.name for s in self.steps]
-        raise ConfigError(f"{self.path.name}: --from {start}: no such step{did_you_mean(start, names)} "
-                          f"(steps: {', '.join(names)})")
+        raise ConfigError(
+            f"{self.path.name}: --from {start}: no such step{did_you_mean(start, names)} (steps: {', '.join(names)})"
+        )
 
 
 def load_playbook(path: str | os.PathLike, shapes: Mapping[str, CommandShape]) -> Playbook:
@@ -102,8 +103,10 @@ def build_playbook(located: Located, shapes: Mapping[str, CommandShape]) -> Play
         raise ConfigError(f"{located.file.name}:1: expected a mapping with name, lane and steps")
     for key in doc:
         if key not in ("name", "lane", "description", "steps"):
-            problems.append(f"{where((key,))}: unknown key '{key}'{did_you_mean(key, ['name', 'lane', 'description', 'steps'])}"
-                            " (expected one of: description, lane, name, steps)")
+            problems.append(
+                f"{where((key,))}: unknown key '{key}'{did_you_mean(key, ['name', 'lane', 'description', 'steps'])}"
+                " (expected one of: description, lane, name, steps)"
+            )
     steps_doc = doc.get("steps")
     if not isinstance(steps_doc, list) or not steps_doc:
         problems.append(f"{where(('steps',))}: expected a non-empty list of steps")
@@ -119,13 +122,17 @@ def build_playbook(located: Located, shapes: Mapping[str, CommandShape]) -> Play
         if len(verbs) != 1:
             unknown = [k for k in verbs if k not in shapes]
             hint = did_you_mean(unknown[0], shapes) if len(unknown) == 1 else ""
-            problems.append(f"{where(path)}: a step names exactly one verb, got {', '.join(map(str, verbs)) or 'none'}"
-                            f"{hint} (verbs: {', '.join(sorted(shapes))})")
+            problems.append(
+                f"{where(path)}: a step names exactly one verb, got {', '.join(map(str, verbs)) or 'none'}"
+                f"{hint} (verbs: {', '.join(sorted(shapes))})"
+            )
             continue
         verb = verbs[0]
         if verb not in shapes:
-            problems.append(f"{where(path + (verb,))}: unknown verb '{verb}'{did_you_mean(verb, shapes)} "
-                            f"(verbs: {', '.join(sorted(shapes))})")
+            problems.append(
+                f"{where(path + (verb,))}: unknown verb '{verb}'{did_you_mean(verb, shapes)} "
+                f"(verbs: {', '.join(sorted(shapes))})"
+            )
             continue
         options = raw[verb] if raw[verb] is not None else {}
         if not isinstance(options, dict):
@@ -137,15 +144,18 @@ def build_playbook(located: Located, shapes: Mapping[str, CommandShape]) -> Play
                 continue
             if key not in shape.options:
                 known = sorted({*shape.options, *shape.positionals})
-                problems.append(f"{where(path + (verb, key))}: `orch {verb}` has no option '{key}'"
-                                f"{did_you_mean(key, known)} (options: {', '.join(known)})")
+                problems.append(
+                    f"{where(path + (verb, key))}: `orch {verb}` has no option '{key}'"
+                    f"{did_you_mean(key, known)} (options: {', '.join(known)})"
+                )
             elif key in shape.flags and not isinstance(value, bool):
-                problems.append(f"{where(path + (verb, key))}: '{key}' is a flag; expected true or false, got {value!r}")
+                problems.append(
+                    f"{where(path + (verb, key))}: '{key}' is a flag; expected true or false, got {value!r}"
+                )
         name = str(raw.get("name") or verb)
         if name in seen:
             if raw.get("name"):
-                problems.append(f"{where(path + ('name',))}: duplicate step name '{name}' "
-                                f"(also steps[{seen[name]}])")
+                problems.append(f"{where(path + ('name',))}: duplicate step name '{name}' (also steps[{seen[name]}])")
                 continue
             n = 2
             while f"{verb}-{n}" in seen:
@@ -156,12 +166,25 @@ def build_playbook(located: Located, shapes: Mapping[str, CommandShape]) -> Play
             ref = options.get(ref_key)
             if ref_key in shape.positionals and isinstance(ref, str) and ref in seen and seen[ref] >= i:
                 problems.append(f"{where(path + (verb, ref_key))}: step '{ref}' comes later")
-        steps.append(Step(index=len(steps), name=name, verb=verb, lane=raw.get("lane"), options=dict(options),
-                          line=located.line(path)))
+        steps.append(
+            Step(
+                index=len(steps),
+                name=name,
+                verb=verb,
+                lane=raw.get("lane"),
+                options=dict(options),
+                line=located.line(path),
+            )
+        )
     if problems:
         raise ConfigError(problems)
-    return Playbook(path=located.file.resolve(), name=str(doc.get("name") or located.file.stem),
-                    lane=doc.get("lane"), description=str(doc.get("description") or ""), steps=tuple(steps))
+    return Playbook(
+        path=located.file.resolve(),
+        name=str(doc.get("name") or located.file.stem),
+        lane=doc.get("lane"),
+        description=str(doc.get("description") or ""),
+        steps=tuple(steps),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -176,13 +199,13 @@ class Rung:
     started: float = 0.0
     elapsed: float = 0.0
     exit_code: int | None = None
-    verdict: str = "pending"          # passed | failed | skipped
+    verdict: str = "pending"  # passed | failed | skipped
     layer: str | None = None
     remedy: str | None = None
     evidence: str | None = None
     run_id: str | None = None
-    runs: dict[str, str] = field(default_factory=dict)   # e.g. restart-check: {"cold": id, "warm": id}
-    summary: list[str] = field(default_factory=list)     # what the verb found, in a few lines
+    runs: dict[str, str] = field(default_factory=dict)  # e.g. restart-check: {"cold": id, "warm": id}
+    summary: list[str] = field(default_factory=list)  # what the verb found, in a few lines
     result: dict | None = None
 
     def to_dict(self) -> dict:
@@ -208,15 +231,30 @@ class Ladder:
 
     def to_dict(self) -> dict:
         stop = self.stopped_at
-        return {"schema_version": 1, "kind": "ladder", "playbook": str(self.playbook.path),
-                "name": self.playbook.name, "lane": self.lane, "ok": self.ok, "started": self.started,
-                "elapsed": round(self.elapsed, 3), "stopped_at": stop.name if stop else None,
-                "layer": stop.layer if stop else None, "remedy": stop.remedy if stop else None,
-                "rungs": [r.to_dict() for r in self.rungs]}
+        return {
+            "schema_version": 1,
+            "kind": "ladder",
+            "playbook": str(self.playbook.path),
+            "name": self.playbook.name,
+            "lane": self.lane,
+            "ok": self.ok,
+            "started": self.started,
+            "elapsed": round(self.elapsed, 3),
+            "stopped_at": stop.name if stop else None,
+            "layer": stop.layer if stop else None,
+            "remedy": stop.remedy if stop else None,
+            "rungs": [r.to_dict() for r in self.rungs],
+        }
 
 
-def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path,
-               run_ids: Mapping[str, str], runs_dir: Path | None = None) -> list[str]:
+def build_argv(
+    step: Step,
+    shape: CommandShape,
+    lane: str | None,
+    base_dir: Path,
+    run_ids: Mapping[str, str],
+    runs_dir: Path | None = None,
+) -> list[str]:
     """The orch command line for a step (without the program and global options)."""
     argv = step.verb.split(" ")
     if shape.has_lane and lane and "lane" not in step.options:
@@ -238,7 +276,7 @@ def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path
             if value:
                 argv.append(flag)
             continue
-        for v in (value if isinstance(value, list) else [value]):
+        for v in value if isinstance(value, list) else [value]:
             v = str(v)
             if key in PATH_OPTIONS and not os.path.isabs(v):
                 v = str((base_dir / v).resolve())
@@ -252,10 +290,17 @@ def build_argv(step: Step, shape: CommandShape, lane: str | None, base_dir: Path
 Judge = Callable[[Rung, str], None]
 
 
-def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch: Sequence[str],
-                 lane: str | None = None, start: str | None = None, runs_dir: Path,
-                 on_line: Callable[[str, str], None] | None = None,
-                 on_rung: Callable[[Rung], None] | None = None) -> Ladder:
+def run_playbook(
+    playbook: Playbook,
+    shapes: Mapping[str, CommandShape],
+    *,
+    orch: Sequence[str],
+    lane: str | None = None,
+    start: str | None = None,
+    runs_dir: Path,
+    on_line: Callable[[str, str], None] | None = None,
+    on_rung: Callable[[Rung], None] | None = None,
+) -> Ladder:
     """Run the steps from `start` in order; stop at the first failing rung."""
     from orchestrator.diagnose import diagnose, layer_remedy
 
@@ -283,8 +328,11 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
         rung.exit_code = code
         rung.result = _json_doc(out)
         rung.run_id = (rung.result or {}).get("run_id") or _run_id_from(err_tail)
-        rung.runs = {str(r.get("kind")): str(r.get("run_id")) for r in (rung.result or {}).get("runs") or []
-                     if isinstance(r, dict) and r.get("run_id")}
+        rung.runs = {
+            str(r.get("kind")): str(r.get("run_id"))
+            for r in (rung.result or {}).get("runs") or []
+            if isinstance(r, dict) and r.get("run_id")
+        }
         rung.summary = summarize(step.verb, rung.result)
         if rung.run_id:
             run_ids[step.name] = rung.run_id
@@ -297,8 +345,9 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
                 found = diagnose("\n".join(err_tail) + "\n" + out[-4000:])
                 rung.layer = found.layer if found else "other"
                 errors = [line for line in err_tail if line.startswith("orch: error:")]
-                rung.evidence = rung.evidence or (found.line if found else
-                                                  (errors or err_tail or [""])[-1 if not errors else 0])
+                rung.evidence = rung.evidence or (
+                    found.line if found else (errors or err_tail or [""])[-1 if not errors else 0]
+                )
                 rung.remedy = found.remedy if found else None
             rung.remedy = rung.remedy or layer_remedy(rung.layer)
         if on_rung:
@@ -309,8 +358,7 @@ def run_playbook(playbook: Playbook, shapes: Mapping[str, CommandShape], *, orch
 
 
 def _run(argv: list[str], echo: Callable[[str], None]) -> tuple[int, str, list[str]]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     tail: deque[str] = deque(maxlen=200)
 
     def pump() -> None:
@@ -344,26 +392,32 @@ def summarize(verb: str, doc: dict | None) -> list[str]:
         lines = [str(doc.get("message") or "")]
         for v in doc.get("verdicts") or []:
             ratio = f", warm/cold {v['ratio']:.2f}" if isinstance(v.get("ratio"), (int, float)) else ""
-            lines.append(f"process {v.get('process_id')} ({v.get('worker')}) {v.get('frontend')}: "
-                         f"{v.get('verdict')}{ratio}, {v.get('hits', 0)} hits; expected to reuse: "
-                         f"{'yes' if v.get('expected') else 'no'}")
+            lines.append(
+                f"process {v.get('process_id')} ({v.get('worker')}) {v.get('frontend')}: "
+                f"{v.get('verdict')}{ratio}, {v.get('hits', 0)} hits; expected to reuse: "
+                f"{'yes' if v.get('expected') else 'no'}"
+            )
         return [line for line in lines if line]
     if verb == "probe":
         s = doc.get("summary") or {}
         answered = sorted({str(r.get("answered")) for r in doc.get("rows") or [] if r.get("answered")})
-        line = (f"{s.get('ok', 0)}/{s.get('workers', 0)} workers ok, {s.get('warn', 0)} warn, "
-                f"{s.get('fail', 0)} fail ({'deep' if doc.get('deep') else 'shallow'})")
+        line = (
+            f"{s.get('ok', 0)}/{s.get('workers', 0)} workers ok, {s.get('warn', 0)} warn, "
+            f"{s.get('fail', 0)} fail ({'deep' if doc.get('deep') else 'shallow'})"
+        )
         if answered:
             line += f"; device answered: {', '.join(answered)}"
         return [line] + [f"{layer}: {', '.join(ws)}" for layer, ws in (s.get("layers") or {}).items()]
-    if verb == "deploy" and isinstance(doc.get("workers"), dict):   # a --dry-run prints the plan instead
+    if verb == "deploy" and isinstance(doc.get("workers"), dict):  # a --dry-run prints the plan instead
         workers = doc["workers"]
         counts: dict[str, int] = {}
         for o in workers.values():
             counts[str(o.get("status"))] = counts.get(str(o.get("status")), 0) + 1
-        return [f"bundle {doc.get('bundle')}@{str(doc.get('bundle_id'))[:8]}: "
-                + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-                + f"; controller sent {_mib(doc.get('controller_bytes'))} for a {_mib(doc.get('bundle_bytes'))} bundle"]
+        return [
+            f"bundle {doc.get('bundle')}@{str(doc.get('bundle_id'))[:8]}: "
+            + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            + f"; controller sent {_mib(doc.get('controller_bytes'))} for a {_mib(doc.get('bundle_bytes'))} bundle"
+        ]
     if doc.get("message"):
         return [str(doc["message"])]
     return []
@@ -396,31 +450,40 @@ def _layer_of(doc: dict | None, text: str) -> tuple[str | None, str | None]:
     """The owning layer a verb's JSON result names for its failure, if any."""
     if not doc:
         return None, None
-    rows = doc.get("rows")                                    # probe
+    rows = doc.get("rows")  # probe
     if isinstance(rows, list):
         bad = [r for r in rows if r.get("verdict") == "fail"]
         if bad:
-            order = ["transport", "device-ownership", "bundle-skew", "runtime-proof", "cache", "memory",
-                     "collective", "other"]
+            order = [
+                "transport",
+                "device-ownership",
+                "bundle-skew",
+                "runtime-proof",
+                "cache",
+                "memory",
+                "collective",
+                "other",
+            ]
             bad.sort(key=lambda r: order.index(r.get("layer")) if r.get("layer") in order else len(order))
             r = bad[0]
             return r.get("layer") or "other", f"{r.get('worker')}: {r.get('evidence') or r.get('error')}"
-    diag = doc.get("diagnosis")                               # launch
+    diag = doc.get("diagnosis")  # launch
     if isinstance(diag, dict) and diag.get("layer"):
         who = (doc.get("first_failure") or {}).get("worker") if isinstance(doc.get("first_failure"), dict) else None
         return diag["layer"], f"{who + ': ' if who else ''}{diag.get('signature') or diag.get('line') or ''}"
-    results = doc.get("results")                              # exec
+    results = doc.get("results")  # exec
     if isinstance(results, list):
         for r in results:
             if r.get("error_kind") in ("timeout", "connect", "host-key", "auth"):
                 return "transport", f"{r.get('host')}: {r.get('error')}"
-    workers = doc.get("workers")                              # deploy
+    workers = doc.get("workers")  # deploy
     if isinstance(workers, dict):
         for name, o in workers.items():
             if isinstance(o, dict) and o.get("status") == "failed":
                 reason = str(o.get("reason") or "")
-                transport = any(k in reason for k in ("timed out", "no SSH banner", "cannot reach", "refused",
-                                                      "HOST KEY"))
+                transport = any(
+                    k in reason for k in ("timed out", "no SSH banner", "cannot reach", "refused", "HOST KEY")
+                )
                 return ("transport" if transport else None), f"{name}: {reason}"
     return None, None
 

@@ -24,9 +24,9 @@ from orchestrator.remote import ensure_hostside, job_document, run_hostside
 from orchestrator.transport import Result, Transport
 
 SCHEMA_VERSION = 1
-DEFAULT_TIMEOUT = 90.0          # seconds a worker's whole probe may take (deep)
+DEFAULT_TIMEOUT = 90.0  # seconds a worker's whole probe may take (deep)
 DEFAULT_SHALLOW_TIMEOUT = 30.0
-RUNTIME_TIMEOUT = 60.0          # seconds one frontend's runtime child may take
+RUNTIME_TIMEOUT = 60.0  # seconds one frontend's runtime child may take
 # The hostside probe stops this much before the transport gives up on it, so
 # a slow runtime still yields a document instead of a dead connection.
 HOSTSIDE_MARGIN = 4.0
@@ -34,11 +34,24 @@ HOSTSIDE_MARGIN = 4.0
 # When several checks fail, the row's layer is the first of these: the
 # layer that explains the others (a held chip makes the runtime fail; wrong
 # wheels make it fail too).
-LAYER_ORDER = ("transport", "device-ownership", "bundle-skew", "runtime-proof", "cache", "memory",
-               "collective", "other")
+LAYER_ORDER = (
+    "transport",
+    "device-ownership",
+    "bundle-skew",
+    "runtime-proof",
+    "cache",
+    "memory",
+    "collective",
+    "other",
+)
 # The layer of a failing check when no known signature matches its evidence.
-CHECK_LAYER = {"host": "other", "bundle": "bundle-skew", "device": "device-ownership",
-               "runtime": "runtime-proof", "cache": "cache"}
+CHECK_LAYER = {
+    "host": "other",
+    "bundle": "bundle-skew",
+    "device": "device-ownership",
+    "runtime": "runtime-proof",
+    "cache": "cache",
+}
 CACHE_FRONTENDS = ("jax", "torch_xla")
 
 
@@ -52,7 +65,7 @@ class ProbeRequest:
 
     worker: WorkerRef
     lane: str | None
-    doc: dict            # the request hostside.probe reads (controller_time is added at send time)
+    doc: dict  # the request hostside.probe reads (controller_time is added at send time)
 
     def to_dict(self) -> dict:
         doc = dict(self.doc)
@@ -70,8 +83,12 @@ class ProbePlan:
     timeout: float
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "deep": self.deep, "timeout": self.timeout,
-                "requests": [r.to_dict() for r in self.requests]}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "deep": self.deep,
+            "timeout": self.timeout,
+            "requests": [r.to_dict() for r in self.requests],
+        }
 
 
 def parse_pins(pins) -> dict[str, str]:
@@ -86,8 +103,7 @@ def parse_pins(pins) -> dict[str, str]:
 
 def bundle_frontends(pins: dict[str, str], platform: str | None) -> list[str]:
     """Frontends a bundle brings, from its pins (torch alone counts only on a cpu lane)."""
-    out = [f for f, dist in (("jax", "jax"), ("torch_xla", "torch-xla"), ("torch_tpu", "torch-tpu"))
-           if dist in pins]
+    out = [f for f, dist in (("jax", "jax"), ("torch_xla", "torch-xla"), ("torch_tpu", "torch-tpu")) if dist in pins]
     if "torch" in pins and not {"torch-xla", "torch-tpu"} & set(pins) and platform != "tpu":
         out.append("torch")
     return out
@@ -107,12 +123,16 @@ def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[st
     return [{"frontend": f, "path": plan.roots[f], "expect": expect} for f in frontends if f in CACHE_FRONTENDS]
 
 
-def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True,
-                  timeout: float = DEFAULT_TIMEOUT) -> dict:
+def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict:
     """The hostside.probe request for one worker (pure)."""
-    doc: dict = {"schema_version": SCHEMA_VERSION, "root": worker.root, "lane": worker.lane, "deep": deep,
-                 "deadline": max(5.0, timeout - HOSTSIDE_MARGIN),
-                 "runtime_timeout": min(RUNTIME_TIMEOUT, max(5.0, timeout - HOSTSIDE_MARGIN - 2))}
+    doc: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "root": worker.root,
+        "lane": worker.lane,
+        "deep": deep,
+        "deadline": max(5.0, timeout - HOSTSIDE_MARGIN),
+        "runtime_timeout": min(RUNTIME_TIMEOUT, max(5.0, timeout - HOSTSIDE_MARGIN - 2)),
+    }
     if worker.lane is None:
         return doc
     lane = fleet.lane(worker.lane)
@@ -120,18 +140,24 @@ def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True,
     pins = parse_pins(bundle.pins)
     policy = runtime_policy(fleet, worker.lane, worker)
     frontends = bundle_frontends(pins, lane.platform)
-    doc.update({"platform": lane.platform, "bundle": {"name": lane.bundle, "pins": pins, "python": bundle.python},
-                "frontends": frontends, "policy": {"env": dict(policy.env), "forbid": list(policy.forbid),
-                                                   "profile": policy.profile},
-                "caches": cache_entries(fleet, worker.lane, worker, frontends)})
+    doc.update(
+        {
+            "platform": lane.platform,
+            "bundle": {"name": lane.bundle, "pins": pins, "python": bundle.python},
+            "frontends": frontends,
+            "policy": {"env": dict(policy.env), "forbid": list(policy.forbid), "profile": policy.profile},
+            "caches": cache_entries(fleet, worker.lane, worker, frontends),
+        }
+    )
     return doc
 
 
 def plan(fleet: Fleet, workers: list[WorkerRef], *, deep: bool = True, timeout: float | None = None) -> ProbePlan:
     """One request per worker (pure: nothing is contacted)."""
     timeout = timeout or (DEFAULT_TIMEOUT if deep else DEFAULT_SHALLOW_TIMEOUT)
-    requests = tuple(ProbeRequest(worker=w, lane=w.lane, doc=build_request(fleet, w, deep=deep, timeout=timeout))
-                     for w in workers)
+    requests = tuple(
+        ProbeRequest(worker=w, lane=w.lane, doc=build_request(fleet, w, deep=deep, timeout=timeout)) for w in workers
+    )
     return ProbePlan(requests=requests, deep=deep, timeout=timeout)
 
 
@@ -150,16 +176,24 @@ class CheckOutcome:
     elapsed: float
     layer: str | None = None
     remedy: str | None = None
-    signature: str | None = None     # the log line a known signature matched
+    signature: str | None = None  # the log line a known signature matched
     signature_id: str | None = None
     headline: str | None = None
     data: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "summary": self.summary,
-                "evidence": list(self.evidence), "elapsed": self.elapsed, "layer": self.layer,
-                "remedy": self.remedy, "signature": self.signature, "signature_id": self.signature_id,
-                "data": self.data}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "elapsed": self.elapsed,
+            "layer": self.layer,
+            "remedy": self.remedy,
+            "signature": self.signature,
+            "signature_id": self.signature_id,
+            "data": self.data,
+        }
 
 
 @dataclass(frozen=True)
@@ -168,16 +202,16 @@ class WorkerProbe:
 
     worker: str
     lane: str | None
-    platform: str | None          # intended
+    platform: str | None  # intended
     bundle_id: str | None
-    answered: str | None          # device kind that actually answered ("cpu", "TPU v6 lite"), if probed
-    verdict: str                  # ok | warn | fail
-    layer: str | None             # owning layer of a failure
+    answered: str | None  # device kind that actually answered ("cpu", "TPU v6 lite"), if probed
+    verdict: str  # ok | warn | fail
+    layer: str | None  # owning layer of a failure
     remedy: str | None
-    evidence: str                 # the one line that says why
+    evidence: str  # the one line that says why
     checks: tuple[CheckOutcome, ...] = ()
     elapsed: float = 0.0
-    error: str | None = None      # transport error, when the worker gave no document
+    error: str | None = None  # transport error, when the worker gave no document
 
     @property
     def failed(self) -> bool:
@@ -187,10 +221,20 @@ class WorkerProbe:
         return next((c for c in self.checks if c.name == name), None)
 
     def to_dict(self) -> dict:
-        return {"worker": self.worker, "lane": self.lane, "platform": self.platform, "bundle_id": self.bundle_id,
-                "answered": self.answered, "verdict": self.verdict, "layer": self.layer, "remedy": self.remedy,
-                "evidence": self.evidence, "elapsed": round(self.elapsed, 3), "error": self.error,
-                "checks": [c.to_dict() for c in self.checks]}
+        return {
+            "worker": self.worker,
+            "lane": self.lane,
+            "platform": self.platform,
+            "bundle_id": self.bundle_id,
+            "answered": self.answered,
+            "verdict": self.verdict,
+            "layer": self.layer,
+            "remedy": self.remedy,
+            "evidence": self.evidence,
+            "elapsed": round(self.elapsed, 3),
+            "error": self.error,
+            "checks": [c.to_dict() for c in self.checks],
+        }
 
 
 @dataclass(frozen=True)
@@ -216,8 +260,13 @@ class ProbeReport:
         return {"workers": len(self.rows), **counts, "layers": ordered}
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "deep": self.deep, "elapsed": round(self.elapsed, 3),
-                "summary": self.summary(), "rows": [r.to_dict() for r in self.rows]}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "deep": self.deep,
+            "elapsed": round(self.elapsed, 3),
+            "summary": self.summary(),
+            "rows": [r.to_dict() for r in self.rows],
+        }
 
 
 def _diagnosis(text: str):
@@ -250,10 +299,19 @@ def judge_check(check: dict) -> CheckOutcome:
         else:
             layer = check.get("layer") or CHECK_LAYER.get(name, "other")
             remedy = _layer_remedy(layer)
-    return CheckOutcome(name=name, status=status, summary=str(check.get("summary", "")), evidence=evidence,
-                        elapsed=float(check.get("elapsed") or 0.0), layer=layer, remedy=remedy,
-                        signature=signature, signature_id=signature_id, headline=check.get("headline"),
-                        data=check.get("data") or {})
+    return CheckOutcome(
+        name=name,
+        status=status,
+        summary=str(check.get("summary", "")),
+        evidence=evidence,
+        elapsed=float(check.get("elapsed") or 0.0),
+        layer=layer,
+        remedy=remedy,
+        signature=signature,
+        signature_id=signature_id,
+        headline=check.get("headline"),
+        data=check.get("data") or {},
+    )
 
 
 def judge(worker: str, lane: str | None, doc: dict, *, elapsed: float = 0.0) -> WorkerProbe:
@@ -266,23 +324,36 @@ def judge(worker: str, lane: str | None, doc: dict, *, elapsed: float = 0.0) -> 
         answered = str(a.get("device_kind") or a.get("platform") or "?")
     failing = [c for c in checks if c.status == "fail"]
     warning = [c for c in checks if c.status == "warn"]
-    base = dict(worker=worker, lane=lane, platform=doc.get("platform"), bundle_id=doc.get("bundle_id"),
-                answered=answered, checks=checks, elapsed=elapsed)
+    base = dict(
+        worker=worker,
+        lane=lane,
+        platform=doc.get("platform"),
+        bundle_id=doc.get("bundle_id"),
+        answered=answered,
+        checks=checks,
+        elapsed=elapsed,
+    )
     if failing:
         deciding = min(failing, key=lambda c: LAYER_ORDER.index(c.layer) if c.layer in LAYER_ORDER else 99)
         line = deciding.signature or deciding.headline or deciding.summary
         if deciding.signature and deciding.headline and deciding.headline != deciding.signature:
             line = f"{deciding.headline} -- {deciding.signature.strip()}"
-        return WorkerProbe(**base, verdict="fail", layer=deciding.layer, remedy=deciding.remedy,
-                           evidence=f"{deciding.name}: {line}")
+        return WorkerProbe(
+            **base, verdict="fail", layer=deciding.layer, remedy=deciding.remedy, evidence=f"{deciding.name}: {line}"
+        )
     if warning:
         first = warning[0]
-        return WorkerProbe(**base, verdict="warn", layer=None, remedy=None,
-                           evidence=f"{first.name}: {first.headline or first.summary}")
-    shown = runtime if runtime is not None and runtime.status == "ok" else next(
-        (c for c in checks if c.name == "bundle" and c.status == "ok"), None) or next(iter(checks), None)
-    return WorkerProbe(**base, verdict="ok", layer=None, remedy=None,
-                       evidence=f"{shown.name}: {shown.summary}" if shown else "")
+        return WorkerProbe(
+            **base, verdict="warn", layer=None, remedy=None, evidence=f"{first.name}: {first.headline or first.summary}"
+        )
+    shown = (
+        runtime
+        if runtime is not None and runtime.status == "ok"
+        else next((c for c in checks if c.name == "bundle" and c.status == "ok"), None) or next(iter(checks), None)
+    )
+    return WorkerProbe(
+        **base, verdict="ok", layer=None, remedy=None, evidence=f"{shown.name}: {shown.summary}" if shown else ""
+    )
 
 
 def unreachable(worker: str, lane: str | None, platform: str | None, result: Result) -> WorkerProbe:
@@ -294,14 +365,34 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
         layer = finding.layer if finding else "other"
         remedy = finding.remedy if finding else _layer_remedy(layer)
         line = finding.line if finding else (result.tail("stderr", 1) or text)
-        return WorkerProbe(worker=worker, lane=lane, platform=platform, bundle_id=None, answered=None,
-                           verdict="fail", layer=layer, remedy=remedy, evidence=f"probe: {line}",
-                           elapsed=result.elapsed, error=text)
+        return WorkerProbe(
+            worker=worker,
+            lane=lane,
+            platform=platform,
+            bundle_id=None,
+            answered=None,
+            verdict="fail",
+            layer=layer,
+            remedy=remedy,
+            evidence=f"probe: {line}",
+            elapsed=result.elapsed,
+            error=text,
+        )
     finding = _diagnosis(text)
     remedy = finding.remedy if finding is not None and finding.layer == "transport" else _layer_remedy("transport")
-    return WorkerProbe(worker=worker, lane=lane, platform=platform, bundle_id=None, answered=None,
-                       verdict="fail", layer="transport", remedy=remedy, evidence=text,
-                       elapsed=result.elapsed, error=text)
+    return WorkerProbe(
+        worker=worker,
+        lane=lane,
+        platform=platform,
+        bundle_id=None,
+        answered=None,
+        verdict="fail",
+        layer="transport",
+        remedy=remedy,
+        evidence=text,
+        elapsed=result.elapsed,
+        error=text,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -317,8 +408,9 @@ def probe_one(transport: Transport, request: ProbeRequest, timeout: float) -> Re
     doc = {**request.doc, "controller_time": time.time()}
     # The request travels as one argument (a few KB): stdin forwarding over
     # the SSH channel is slower and has stalled on larger inputs.
-    return run_hostside(transport, w, "probe", ["--request", json.dumps(doc, separators=(",", ":"))],
-                        python=w.python, timeout=timeout)
+    return run_hostside(
+        transport, w, "probe", ["--request", json.dumps(doc, separators=(",", ":"))], python=w.python, timeout=timeout
+    )
 
 
 def sweep(probe_plan: ProbePlan, transport: Transport) -> ProbeReport:

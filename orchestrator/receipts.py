@@ -28,10 +28,10 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "receipt.schema.json"
 RECEIPT_FILE = "record.json"
@@ -39,8 +39,15 @@ GATHER_FILE = "gather.json"
 SCHEMA_VERSION = 1
 # The start-up order every receipt should show (FIELD-GUIDE section 3): policy before any
 # import, caches before the first computation, SPMD / distributed init before user code.
-STARTUP_RANK = {"policy": 0, "import": 1, "cache-init": 2, "wait-release": 3, "spmd-init": 4,
-                "distributed-init": 4, "user-code": 5}
+STARTUP_RANK = {
+    "policy": 0,
+    "import": 1,
+    "cache-init": 2,
+    "wait-release": 3,
+    "spmd-init": 4,
+    "distributed-init": 4,
+    "user-code": 5,
+}
 STACK_KEYS = ("python", "torch", "torch_xla", "jax", "jaxlib", "libtpu", "torch_tpu")
 REL_TOL = 1e-6
 
@@ -56,8 +63,21 @@ def load_schema() -> dict:
 
 
 # The JSON Schema keywords `validate` understands; a test keeps the schema within them.
-SUPPORTED_KEYWORDS = {"$schema", "$id", "$ref", "$defs", "title", "description", "type", "enum", "required",
-                      "properties", "additionalProperties", "items", "minimum"}
+SUPPORTED_KEYWORDS = {
+    "$schema",
+    "$id",
+    "$ref",
+    "$defs",
+    "title",
+    "description",
+    "type",
+    "enum",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "minimum",
+}
 _TYPES = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
@@ -127,19 +147,27 @@ class WorkerGather:
     """What gathering one worker's files did."""
 
     worker: str
-    status: str                       # complete | live | partial | missing
+    status: str  # complete | live | partial | missing
     copied: tuple[str, ...] = ()
     up_to_date: tuple[str, ...] = ()
     failed: Mapping[str, str] = field(default_factory=dict)
-    error: str | None = None          # why the worker gave nothing (unreachable, no run directory)
+    error: str | None = None  # why the worker gave nothing (unreachable, no run directory)
     note: str | None = None
     bytes_copied: int = 0
     elapsed: float = 0.0
 
     def to_dict(self) -> dict:
-        return {"worker": self.worker, "status": self.status, "copied": list(self.copied),
-                "up_to_date": list(self.up_to_date), "failed": dict(self.failed), "error": self.error,
-                "note": self.note, "bytes_copied": self.bytes_copied, "elapsed": round(self.elapsed, 3)}
+        return {
+            "worker": self.worker,
+            "status": self.status,
+            "copied": list(self.copied),
+            "up_to_date": list(self.up_to_date),
+            "failed": dict(self.failed),
+            "error": self.error,
+            "note": self.note,
+            "bytes_copied": self.bytes_copied,
+            "elapsed": round(self.elapsed, 3),
+        }
 
 
 @dataclass(frozen=True)
@@ -160,9 +188,15 @@ class GatherResult:
         return [n for n, w in self.workers.items() if w.status != "complete"]
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "dir": self.dir,
-                "complete": self.complete, "missing": self.missing, "elapsed": round(self.elapsed, 3),
-                "workers": {n: w.to_dict() for n, w in self.workers.items()}}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "dir": self.dir,
+            "complete": self.complete,
+            "missing": self.missing,
+            "elapsed": round(self.elapsed, 3),
+            "workers": {n: w.to_dict() for n, w in self.workers.items()},
+        }
 
 
 def file_sha256(path: Path) -> str | None:
@@ -176,8 +210,9 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-def fetch_plan(listing: Mapping[str, Mapping], local: Mapping[str, str | None]) -> tuple[list[str], list[str],
-                                                                                          list[str]]:
+def fetch_plan(
+    listing: Mapping[str, Mapping], local: Mapping[str, str | None]
+) -> tuple[list[str], list[str], list[str]]:
     """(fetch, up_to_date, skipped): which of a worker's listed files to copy.
 
     `listing` is the worker's {name: {size, sha256, ...}}; `local` maps names to the
@@ -225,8 +260,12 @@ def gather(record, transport, *, plan=None, workers: Sequence[str] | None = None
         if doc is None:
             return _unreachable(worker.name, res.describe(), dest, previous, time.monotonic() - start)
         if not doc.get("exists"):
-            return WorkerGather(worker=worker.name, status="missing", elapsed=time.monotonic() - start,
-                                error=f"no run directory {p.run_dir} on the worker (the run never started there?)")
+            return WorkerGather(
+                worker=worker.name,
+                status="missing",
+                elapsed=time.monotonic() - start,
+                error=f"no run directory {p.run_dir} on the worker (the run never started there?)",
+            )
         listing = doc.get("files") or {}
         local = {name: file_sha256(dest / name) for name in listing}
         fetch, same, skipped = fetch_plan(listing, local)
@@ -262,10 +301,16 @@ def gather(record, transport, *, plan=None, workers: Sequence[str] | None = None
             status = "live"
         else:
             status = "complete"
-        return WorkerGather(worker=worker.name, status=status, copied=tuple(copied), up_to_date=tuple(same),
-                            failed=failed, bytes_copied=nbytes, elapsed=time.monotonic() - start,
-                            note="the run is still live on this worker: gather again after it ends"
-                            if status == "live" else None)
+        return WorkerGather(
+            worker=worker.name,
+            status=status,
+            copied=tuple(copied),
+            up_to_date=tuple(same),
+            failed=failed,
+            bytes_copied=nbytes,
+            elapsed=time.monotonic() - start,
+            note="the run is still live on this worker: gather again after it ends" if status == "live" else None,
+        )
 
     results = transport.map(one, names)
     out = {}
@@ -282,8 +327,12 @@ def gather(record, transport, *, plan=None, workers: Sequence[str] | None = None
 def _unreachable(name: str, reason: str, dest: Path, previous: dict, elapsed: float) -> WorkerGather:
     before = (previous.get("workers") or {}).get(name) or {}
     if before.get("status") == "complete" and (dest / RECEIPT_FILE).exists():
-        return WorkerGather(worker=name, status="complete", elapsed=elapsed,
-                            note=f"not reachable now ({reason}); kept the complete copy gathered before")
+        return WorkerGather(
+            worker=name,
+            status="complete",
+            elapsed=elapsed,
+            note=f"not reachable now ({reason}); kept the complete copy gathered before",
+        )
     return WorkerGather(worker=name, status="missing", error=reason, elapsed=elapsed)
 
 
@@ -316,10 +365,10 @@ class RunReceipts:
     target: tuple[str, ...]
     state: str | None
     start_skew: float | None
-    workers: tuple[str, ...]                       # in process order
+    workers: tuple[str, ...]  # in process order
     process_ids: Mapping[str, int]
     receipts: Mapping[str, dict | None]
-    sources: Mapping[str, str | None]              # gathered | launch-collect | None
+    sources: Mapping[str, str | None]  # gathered | launch-collect | None
     gather: dict | None = None
     dir: str | None = None
 
@@ -339,11 +388,21 @@ def load_run(record) -> RunReceipts:
         receipts[name] = doc
         sources[name] = source
     outcome = info.get("outcome") or {}
-    return RunReceipts(run_id=plan.run_id, lane=plan.lane, bundle=plan.bundle, platform=plan.platform,
-                       target=tuple(plan.target.argv()), state=info.get("state"),
-                       start_skew=outcome.get("start_skew"), workers=tuple(plan.workers),
-                       process_ids={p.worker: p.process_id for p in plan.processes}, receipts=receipts,
-                       sources=sources, gather=_read_json(root / GATHER_FILE), dir=str(root))
+    return RunReceipts(
+        run_id=plan.run_id,
+        lane=plan.lane,
+        bundle=plan.bundle,
+        platform=plan.platform,
+        target=tuple(plan.target.argv()),
+        state=info.get("state"),
+        start_skew=outcome.get("start_skew"),
+        workers=tuple(plan.workers),
+        process_ids={p.worker: p.process_id for p in plan.processes},
+        receipts=receipts,
+        sources=sources,
+        gather=_read_json(root / GATHER_FILE),
+        dir=str(root),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -379,7 +438,7 @@ class WorkerRow:
     backends: Mapping[str, str]
     compile_s: float | None
     compile_source: str | None
-    step_s: float | None                # median
+    step_s: float | None  # median
     step_min: float | None
     step_max: float | None
     steps: int
@@ -434,15 +493,30 @@ class WorkerRow:
         return ", ".join(f"{c}={n}" for c, n in self.backends.items())
 
     def to_dict(self) -> dict:
-        return {"worker": self.worker, "process_id": self.process_id, "source": self.source,
-                "problems": list(self.problems), "bundle": self.bundle, "bundle_id": self.bundle_id,
-                "versions": dict(self.versions), "versions_reported": dict(self.versions_reported),
-                "device": dict(self.device) if self.device else None, "backends": dict(self.backends),
-                "compile_s": self.compile_s, "compile_source": self.compile_source, "step_s": self.step_s,
-                "step_min": self.step_min, "step_max": self.step_max, "steps": self.steps,
-                "user_code_s": self.user_code_s, "exit": dict(self.exit) if self.exit else None,
-                "exit_text": self.exit_text(), "metrics": {k: dict(v) for k, v in self.metrics.items()},
-                "startup": list(self.startup), "cache": self.cache}
+        return {
+            "worker": self.worker,
+            "process_id": self.process_id,
+            "source": self.source,
+            "problems": list(self.problems),
+            "bundle": self.bundle,
+            "bundle_id": self.bundle_id,
+            "versions": dict(self.versions),
+            "versions_reported": dict(self.versions_reported),
+            "device": dict(self.device) if self.device else None,
+            "backends": dict(self.backends),
+            "compile_s": self.compile_s,
+            "compile_source": self.compile_source,
+            "step_s": self.step_s,
+            "step_min": self.step_min,
+            "step_max": self.step_max,
+            "steps": self.steps,
+            "user_code_s": self.user_code_s,
+            "exit": dict(self.exit) if self.exit else None,
+            "exit_text": self.exit_text(),
+            "metrics": {k: dict(v) for k, v in self.metrics.items()},
+            "startup": list(self.startup),
+            "cache": self.cache,
+        }
 
 
 @dataclass(frozen=True)
@@ -475,22 +549,51 @@ class Report:
         return [f for f in self.flags if f.level == "warning"]
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "lane": self.lane, "bundle": self.bundle,
-                "bundle_ids": list(self.bundle_ids), "label": self.label, "platform": self.platform,
-                "target": list(self.target), "state": self.state, "start_skew": self.start_skew,
-                "workers": [r.to_dict() for r in self.rows], "flags": [f.to_dict() for f in self.flags]}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "lane": self.lane,
+            "bundle": self.bundle,
+            "bundle_ids": list(self.bundle_ids),
+            "label": self.label,
+            "platform": self.platform,
+            "target": list(self.target),
+            "state": self.state,
+            "start_skew": self.start_skew,
+            "workers": [r.to_dict() for r in self.rows],
+            "flags": [f.to_dict() for f in self.flags],
+        }
 
 
 def _row(name: str, pid: int, doc: dict | None, source: str | None) -> WorkerRow:
     if doc is None:
-        return WorkerRow(worker=name, process_id=pid, source=None, problems=(), bundle=None, bundle_id=None,
-                         versions={}, versions_reported={}, device=None, backends={}, compile_s=None,
-                         compile_source=None, step_s=None, step_min=None, step_max=None, steps=0,
-                         user_code_s=None, exit=None, metrics={}, startup=(), cache=None)
+        return WorkerRow(
+            worker=name,
+            process_id=pid,
+            source=None,
+            problems=(),
+            bundle=None,
+            bundle_id=None,
+            versions={},
+            versions_reported={},
+            device=None,
+            backends={},
+            compile_s=None,
+            compile_source=None,
+            step_s=None,
+            step_min=None,
+            step_max=None,
+            steps=0,
+            user_code_s=None,
+            exit=None,
+            metrics={},
+            startup=(),
+            cache=None,
+        )
     training = doc.get("training") or {}
     timings = training.get("timings") or {}
     compile_s, compile_source = None, None
-    evidence = ((doc.get("cache") or {}).get("evidence") or {})
+    evidence = (doc.get("cache") or {}).get("evidence") or {}
     observed = [(fe, (ev or {}).get("compile_time_sec")) for fe, ev in evidence.items()]
     observed = [(fe, v) for fe, v in observed if isinstance(v, (int, float))]
     if observed:
@@ -506,16 +609,28 @@ def _row(name: str, pid: int, doc: dict | None, source: str | None) -> WorkerRow
     if user_s is None and doc.get("started_at") and (doc.get("exit") or {}).get("ended_at"):
         user_s = doc["exit"]["ended_at"] - doc["started_at"]
     return WorkerRow(
-        worker=name, process_id=pid, source=source, problems=tuple(validate(doc)), bundle=doc.get("bundle"),
-        bundle_id=doc.get("bundle_id"), versions=doc.get("versions") or {},
+        worker=name,
+        process_id=pid,
+        source=source,
+        problems=tuple(validate(doc)),
+        bundle=doc.get("bundle"),
+        bundle_id=doc.get("bundle_id"),
+        versions=doc.get("versions") or {},
         versions_reported=doc.get("versions_reported") or {},
         device=(doc.get("devices") or {}).get("summary"),
         backends={c: b.get("name") for c, b in (training.get("backends") or {}).items()},
-        compile_s=compile_s, compile_source=compile_source,
-        step_s=statistics.median(samples) if samples else None, step_min=min(samples) if samples else None,
-        step_max=max(samples) if samples else None, steps=int(step.get("count") or 0), user_code_s=user_s,
-        exit=doc.get("exit"), metrics=training.get("metrics") or {},
-        startup=tuple(s.get("name", "?") for s in doc.get("steps") or []), cache=doc.get("cache"))
+        compile_s=compile_s,
+        compile_source=compile_source,
+        step_s=statistics.median(samples) if samples else None,
+        step_min=min(samples) if samples else None,
+        step_max=max(samples) if samples else None,
+        steps=int(step.get("count") or 0),
+        user_code_s=user_s,
+        exit=doc.get("exit"),
+        metrics=training.get("metrics") or {},
+        startup=tuple(s.get("name", "?") for s in doc.get("steps") or []),
+        cache=doc.get("cache"),
+    )
 
 
 def _groups(values: Mapping[str, object]) -> dict:
@@ -550,98 +665,201 @@ def _startup_rank(step: str) -> int | None:
 
 def build_report(run: RunReceipts) -> Report:
     """The report of a run from its receipts (pure)."""
-    rows = tuple(_row(w, run.process_ids.get(w, i), run.receipts.get(w), run.sources.get(w))
-                 for i, w in enumerate(run.workers))
+    rows = tuple(
+        _row(w, run.process_ids.get(w, i), run.receipts.get(w), run.sources.get(w)) for i, w in enumerate(run.workers)
+    )
     have = [r for r in rows if r.has_receipt]
     flags: list[Flag] = []
     missing = [r.worker for r in rows if not r.has_receipt]
     if missing:
-        flags.append(Flag("missing-receipt", f"no receipt from {', '.join(missing)}: the report covers "
-                          f"{len(have)} of {len(rows)} processes (`orch gather {run.run_id}` copies them once "
-                          "the workers answer)", tuple(missing)))
+        flags.append(
+            Flag(
+                "missing-receipt",
+                f"no receipt from {', '.join(missing)}: the report covers "
+                f"{len(have)} of {len(rows)} processes (`orch gather {run.run_id}` copies them once "
+                "the workers answer)",
+                tuple(missing),
+            )
+        )
     for r in have:
         if r.problems:
-            flags.append(Flag("invalid-receipt", f"{r.worker}: the receipt does not match the schema: "
-                              + "; ".join(r.problems[:3]) + (" ..." if len(r.problems) > 3 else ""), (r.worker,)))
+            flags.append(
+                Flag(
+                    "invalid-receipt",
+                    f"{r.worker}: the receipt does not match the schema: "
+                    + "; ".join(r.problems[:3])
+                    + (" ..." if len(r.problems) > 3 else ""),
+                    (r.worker,),
+                )
+            )
 
     bundles = {r.worker: (r.bundle, r.bundle_id) for r in have}
     if len(_groups(bundles)) > 1:
-        flags.append(Flag("bundle-differs", "workers ran different bundles: " + _describe_groups(
-            {w: f"{b}@{(i or '?')[:12]}" for w, (b, i) in bundles.items()}), tuple(bundles)))
+        flags.append(
+            Flag(
+                "bundle-differs",
+                "workers ran different bundles: "
+                + _describe_groups({w: f"{b}@{(i or '?')[:12]}" for w, (b, i) in bundles.items()}),
+                tuple(bundles),
+            )
+        )
     for table, what in (("versions", "installed"), ("versions_reported", "reported by the runtime")):
         keys = sorted({k for r in have for k in getattr(r, table)})
         for k in keys:
             vals = {r.worker: getattr(r, table).get(k) for r in have}
             if len(_groups(vals)) > 1:
-                flags.append(Flag("versions-differ", f"{k} ({what}) differs across workers: "
-                                  + _describe_groups(vals), tuple(vals)))
+                flags.append(
+                    Flag(
+                        "versions-differ",
+                        f"{k} ({what}) differs across workers: " + _describe_groups(vals),
+                        tuple(vals),
+                    )
+                )
 
     metric_names = sorted({m for r in have for m in r.metrics})
     for m in metric_names:
         entries = {r.worker: r.metrics[m] for r in have if m in r.metrics}
         # A one-process run's numbers are global by construction; otherwise "global" needs a collective.
-        unreduced = [w for w, e in entries.items() if e.get("scope") == "global" and not e.get("reduced_by")
-                     and (run.receipts[w] or {}).get("num_processes", len(rows)) > 1]
+        unreduced = [
+            w
+            for w, e in entries.items()
+            if e.get("scope") == "global"
+            and not e.get("reduced_by")
+            and (run.receipts[w] or {}).get("num_processes", len(rows)) > 1
+        ]
         if unreduced:
-            flags.append(Flag("unreduced-metric", f"metric '{m}' is recorded as global but was not reduced "
-                              f"across processes on {_workers_text(unreduced, len(have))}: it may be one "
-                              "process's local number", tuple(unreduced)))
+            flags.append(
+                Flag(
+                    "unreduced-metric",
+                    f"metric '{m}' is recorded as global but was not reduced "
+                    f"across processes on {_workers_text(unreduced, len(have))}: it may be one "
+                    "process's local number",
+                    tuple(unreduced),
+                )
+            )
         reduced = {w: e for w, e in entries.items() if e.get("scope") == "global" and e.get("reduced_by")}
-        partial = [w for w, e in reduced.items() if isinstance(e.get("over"), int) and
-                   e["over"] < (run.receipts[w] or {}).get("num_processes", len(rows))]
+        partial = [
+            w
+            for w, e in reduced.items()
+            if isinstance(e.get("over"), int) and e["over"] < (run.receipts[w] or {}).get("num_processes", len(rows))
+        ]
         if partial:
             over = sorted({reduced[w]["over"] for w in partial})
-            flags.append(Flag("partial-reduction", f"metric '{m}' was reduced over {', '.join(map(str, over))} "
-                              f"of {len(rows)} processes on {', '.join(partial)}", tuple(partial)))
-        values = {w: e.get("value") for w, e in entries.items() if e.get("scope") == "global"
-                  and isinstance(e.get("value"), (int, float))}
+            flags.append(
+                Flag(
+                    "partial-reduction",
+                    f"metric '{m}' was reduced over {', '.join(map(str, over))} "
+                    f"of {len(rows)} processes on {', '.join(partial)}",
+                    tuple(partial),
+                )
+            )
+        values = {
+            w: e.get("value")
+            for w, e in entries.items()
+            if e.get("scope") == "global" and isinstance(e.get("value"), (int, float))
+        }
         steps = {e.get("step") for w, e in entries.items() if w in values}
         if len(values) > 1 and len(steps) == 1 and not _same_number(list(values.values())):
-            flags.append(Flag("global-metric-differs", f"metric '{m}' is global but its value differs across "
-                              f"workers: {_describe_groups(values)}", tuple(values)))
+            flags.append(
+                Flag(
+                    "global-metric-differs",
+                    f"metric '{m}' is global but its value differs across workers: {_describe_groups(values)}",
+                    tuple(values),
+                )
+            )
 
     if (run.platform or "").lower() == "tpu":
         fallback = [r.worker for r in have if r.device and (r.device.get("kind") or "").lower() == "cpu"]
         if fallback:
-            flags.append(Flag("cpu-fallback", f"lane {run.lane} intends a TPU, but the device that answered "
-                              f"was CPU on {_workers_text(fallback, len(have))} (the runtime fell back)",
-                              tuple(fallback)))
+            flags.append(
+                Flag(
+                    "cpu-fallback",
+                    f"lane {run.lane} intends a TPU, but the device that answered "
+                    f"was CPU on {_workers_text(fallback, len(have))} (the runtime fell back)",
+                    tuple(fallback),
+                )
+            )
     kinds = {r.worker: (r.device or {}).get("kind") for r in have if r.device}
     if len(_groups(kinds)) > 1:
-        flags.append(Flag("devices-differ", "the device that answered differs across workers: "
-                          + _describe_groups(kinds), tuple(kinds)))
+        flags.append(
+            Flag(
+                "devices-differ",
+                "the device that answered differs across workers: " + _describe_groups(kinds),
+                tuple(kinds),
+            )
+        )
 
     components = sorted({c for r in have for c in r.backends})
     for c in components:
         vals = {r.worker: r.backends.get(c) for r in have}
         if len(_groups(vals)) > 1:
-            flags.append(Flag("backends-differ", f"backend{'' if c == 'main' else ' for ' + c} differs across "
-                              f"workers: {_describe_groups(vals)}", tuple(vals)))
+            flags.append(
+                Flag(
+                    "backends-differ",
+                    f"backend{'' if c == 'main' else ' for ' + c} differs across workers: {_describe_groups(vals)}",
+                    tuple(vals),
+                )
+            )
     ran_code = [r for r in have if "user-code" in r.startup or r.exit]
     if ran_code and not components:
-        flags.append(Flag("no-backend", "the training code recorded no backend (orch_receipt.record_backend): "
-                          "nothing says which path actually answered", level="info"))
+        flags.append(
+            Flag(
+                "no-backend",
+                "the training code recorded no backend (orch_receipt.record_backend): "
+                "nothing says which path actually answered",
+                level="info",
+            )
+        )
 
     for r in have:
         ranks = [(s, _startup_rank(s)) for s in r.startup]
         ranked = [(s, k) for s, k in ranks if k is not None]
         if any(b[1] < a[1] for a, b in zip(ranked, ranked[1:])):
-            flags.append(Flag("startup-order", f"{r.worker}: start-up steps ran out of order: "
-                              + " -> ".join(s for s, _ in ranked), (r.worker,)))
+            flags.append(
+                Flag(
+                    "startup-order",
+                    f"{r.worker}: start-up steps ran out of order: " + " -> ".join(s for s, _ in ranked),
+                    (r.worker,),
+                )
+            )
 
     failed = [r for r in have if r.exit and (r.exit.get("signal") or r.exit.get("code") not in (0, None))]
     if failed:
-        flags.append(Flag("failed-process", "processes that did not exit 0: " + ", ".join(
-            f"{r.worker} ({r.exit_text()}{': ' + r.exit['reason'] if r.exit.get('reason') else ''})"
-            for r in failed), tuple(r.worker for r in failed)))
+        flags.append(
+            Flag(
+                "failed-process",
+                "processes that did not exit 0: "
+                + ", ".join(
+                    f"{r.worker} ({r.exit_text()}{': ' + r.exit['reason'] if r.exit.get('reason') else ''})"
+                    for r in failed
+                ),
+                tuple(r.worker for r in failed),
+            )
+        )
     running = [r.worker for r in have if not r.exit]
     if running:
-        flags.append(Flag("no-exit", f"no exit status in the receipts of {', '.join(running)} (still running, "
-                          "or lost before anything recorded its end)", tuple(running)))
+        flags.append(
+            Flag(
+                "no-exit",
+                f"no exit status in the receipts of {', '.join(running)} (still running, "
+                "or lost before anything recorded its end)",
+                tuple(running),
+            )
+        )
 
     ids = tuple(sorted({r.bundle_id for r in have if r.bundle_id}))
-    return Report(run_id=run.run_id, lane=run.lane, bundle=run.bundle, bundle_ids=ids, platform=run.platform,
-                  target=run.target, state=run.state, start_skew=run.start_skew, rows=rows, flags=tuple(flags))
+    return Report(
+        run_id=run.run_id,
+        lane=run.lane,
+        bundle=run.bundle,
+        bundle_ids=ids,
+        platform=run.platform,
+        target=run.target,
+        state=run.state,
+        start_skew=run.start_skew,
+        rows=rows,
+        flags=tuple(flags),
+    )
 
 
 def _workers_text(workers: Sequence[str], total: int) -> str:
@@ -693,17 +911,42 @@ class Comparison:
 
     def to_dict(self) -> dict:
         def side(r: Report) -> dict:
-            return {"run_id": r.run_id, "lane": r.lane, "bundle": r.bundle, "bundle_ids": list(r.bundle_ids),
-                    "label": r.label}
+            return {
+                "run_id": r.run_id,
+                "lane": r.lane,
+                "bundle": r.bundle,
+                "bundle_ids": list(r.bundle_ids),
+                "label": r.label,
+            }
 
         def labelled(r: Report, value) -> dict:
-            return {"label": r.label, "lane": r.lane, "bundle": r.bundle, "bundle_ids": list(r.bundle_ids),
-                    "run_id": r.run_id, "value": value}
+            return {
+                "label": r.label,
+                "lane": r.lane,
+                "bundle": r.bundle,
+                "bundle_ids": list(r.bundle_ids),
+                "run_id": r.run_id,
+                "value": value,
+            }
 
-        return {"schema_version": SCHEMA_VERSION, "a": side(self.a), "b": side(self.b), "refused": self.refused,
-                "cross_lane": self.cross_lane, "stack_differences": [d.to_dict() for d in self.differences],
-                "figures": [{"name": f.name, "unit": f.unit, "detail": f.detail, "a": labelled(self.a, f.a),
-                             "b": labelled(self.b, f.b)} for f in self.figures]}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "a": side(self.a),
+            "b": side(self.b),
+            "refused": self.refused,
+            "cross_lane": self.cross_lane,
+            "stack_differences": [d.to_dict() for d in self.differences],
+            "figures": [
+                {
+                    "name": f.name,
+                    "unit": f.unit,
+                    "detail": f.detail,
+                    "a": labelled(self.a, f.a),
+                    "b": labelled(self.b, f.b),
+                }
+                for f in self.figures
+            ],
+        }
 
 
 def _common(rows: Sequence[WorkerRow], get) -> str:
@@ -725,17 +968,33 @@ def stack_differences(a: Report, b: Report) -> list[Difference]:
     ]
     keys = list(STACK_KEYS) + sorted({k for r in (*a.rows, *b.rows) for k in r.versions} - set(STACK_KEYS))
     for k in keys:
-        items.append((f"{k} (installed)", _common(a.rows, lambda r: r.versions.get(k)),
-                      _common(b.rows, lambda r: r.versions.get(k))))
+        items.append(
+            (
+                f"{k} (installed)",
+                _common(a.rows, lambda r: r.versions.get(k)),
+                _common(b.rows, lambda r: r.versions.get(k)),
+            )
+        )
     for k in sorted({k for r in (*a.rows, *b.rows) for k in r.versions_reported}):
-        items.append((f"{k} (reported)", _common(a.rows, lambda r: r.versions_reported.get(k)),
-                      _common(b.rows, lambda r: r.versions_reported.get(k))))
+        items.append(
+            (
+                f"{k} (reported)",
+                _common(a.rows, lambda r: r.versions_reported.get(k)),
+                _common(b.rows, lambda r: r.versions_reported.get(k)),
+            )
+        )
     items.append(("device", _common(a.rows, WorkerRow.device_text), _common(b.rows, WorkerRow.device_text)))
     for c in sorted({c for r in (*a.rows, *b.rows) for c in r.backends}):
-        items.append((f"backend {c}", _common(a.rows, lambda r: r.backends.get(c)),
-                      _common(b.rows, lambda r: r.backends.get(c))))
-    items.append(("cache policy", _common(a.rows, lambda r: _cache_text(r.cache)),
-                  _common(b.rows, lambda r: _cache_text(r.cache))))
+        items.append(
+            (f"backend {c}", _common(a.rows, lambda r: r.backends.get(c)), _common(b.rows, lambda r: r.backends.get(c)))
+        )
+    items.append(
+        (
+            "cache policy",
+            _common(a.rows, lambda r: _cache_text(r.cache)),
+            _common(b.rows, lambda r: _cache_text(r.cache)),
+        )
+    )
     return [Difference(i, x, y) for i, x, y in items if x != y]
 
 
@@ -763,19 +1022,30 @@ def figures(r: Report) -> dict[str, tuple[object, str, str]]:
         "device": (_common(r.rows, WorkerRow.device_text), "", "per process"),
         "backend": (_common(r.rows, WorkerRow.backend_text), "", ""),
         "compile time": (_mean(x.compile_s for x in have), "s", "mean over processes"),
-        "step time": (statistics.median([x.step_s for x in have if x.step_s is not None])
-                      if any(x.step_s is not None for x in have) else None, "s", "median of per-process medians"),
-        "user code": (max((x.user_code_s for x in have if x.user_code_s is not None), default=None), "s",
-                      "longest process"),
+        "step time": (
+            statistics.median([x.step_s for x in have if x.step_s is not None])
+            if any(x.step_s is not None for x in have)
+            else None,
+            "s",
+            "median of per-process medians",
+        ),
+        "user code": (
+            max((x.user_code_s for x in have if x.user_code_s is not None), default=None),
+            "s",
+            "longest process",
+        ),
         "start skew": (r.start_skew * 1000 if r.start_skew is not None else None, "ms", "release to start"),
     }
     for m in sorted({m for x in have for m in x.metrics}):
         entries = [x.metrics[m] for x in have if m in x.metrics]
         scope = {e.get("scope") for e in entries}
         how = {e.get("reduced_by") or "not reduced" for e in entries}
-        out[f"metric {m}"] = (_mean(e.get("value") for e in entries), entries[0].get("unit") or "",
-                              f"{'/'.join(sorted(s for s in scope if s))}, {'/'.join(sorted(how))}; "
-                              f"mean of {len(entries)} process{'es' if len(entries) != 1 else ''}")
+        out[f"metric {m}"] = (
+            _mean(e.get("value") for e in entries),
+            entries[0].get("unit") or "",
+            f"{'/'.join(sorted(s for s in scope if s))}, {'/'.join(sorted(how))}; "
+            f"mean of {len(entries)} process{'es' if len(entries) != 1 else ''}",
+        )
     return out
 
 
@@ -786,9 +1056,11 @@ def compare(a: Report, b: Report, *, allow_cross_lane: bool = False) -> Comparis
     if unknown:
         # Without receipts neither the bundle nor any figure is known: no comparison, and no
         # "different bundles" verdict made up from a missing one.
-        refused = (f"run{'s' if len(unknown) > 1 else ''} {' and '.join(unknown)} ha{'ve' if len(unknown) > 1 else 's'} "
-                   f"no receipts here, so {'their' if len(unknown) > 1 else 'its'} bundle is unknown: gather "
-                   f"first ({'; '.join(f'orch gather {r}' for r in unknown)})")
+        refused = (
+            f"run{'s' if len(unknown) > 1 else ''} {' and '.join(unknown)} ha{'ve' if len(unknown) > 1 else 's'} "
+            f"no receipts here, so {'their' if len(unknown) > 1 else 'its'} bundle is unknown: gather "
+            f"first ({'; '.join(f'orch gather {r}' for r in unknown)})"
+        )
         return Comparison(a=a, b=b, refused=refused, cross_lane=False, differences=differences, figures=())
     cross = a.lane != b.lane or a.bundle != b.bundle or set(a.bundle_ids) != set(b.bundle_ids)
     refused = None
@@ -798,16 +1070,25 @@ def compare(a: Report, b: Report, *, allow_cross_lane: bool = False) -> Comparis
             what.append(f"lanes {a.lane} vs {b.lane}")
         if a.bundle != b.bundle or set(a.bundle_ids) != set(b.bundle_ids):
             what.append(f"bundles {a.bundle_label} vs {b.bundle_label}")
-        refused = (f"runs {a.run_id} and {b.run_id} come from different {' and '.join(w.split()[0] for w in what)} "
-                   f"({'; '.join(what)}): results from different lanes or bundles are not comparable by default")
+        refused = (
+            f"runs {a.run_id} and {b.run_id} come from different {' and '.join(w.split()[0] for w in what)} "
+            f"({'; '.join(what)}): results from different lanes or bundles are not comparable by default"
+        )
         return Comparison(a=a, b=b, refused=refused, cross_lane=True, differences=differences, figures=())
     fa, fb = figures(a), figures(b)
     figs = []
     for name in list(dict.fromkeys([*fa, *fb])):
         va, unit, detail = fa.get(name, (None, "", ""))
         vb, unit_b, detail_b = fb.get(name, (None, unit, detail))
-        figs.append(Figure(name=name, a=va, b=vb, unit=unit or unit_b, detail=detail if detail == detail_b
-                           else f"A: {detail}; B: {detail_b}"))
+        figs.append(
+            Figure(
+                name=name,
+                a=va,
+                b=vb,
+                unit=unit or unit_b,
+                detail=detail if detail == detail_b else f"A: {detail}; B: {detail_b}",
+            )
+        )
     return Comparison(a=a, b=b, refused=None, cross_lane=cross, differences=differences, figures=tuple(figs))
 
 
@@ -831,7 +1112,7 @@ def _nice_max(value: float) -> float:
         return 1.0
     exp = math.floor(math.log10(value))
     for m in (1, 2, 2.5, 5, 10):
-        top = m * 10 ** exp
+        top = m * 10**exp
         if top >= value * (1 - 1e-9):
             return top
     return 10 ** (exp + 1)
@@ -846,13 +1127,18 @@ def plot_svg(rows: Sequence[WorkerRow], *, width: int = 760, panel_height: int =
     left, right, top, bottom, gap = 64, 16, 34, 70, 24
     panels = [
         ("compile time per worker (s)", [(r.worker, r.compile_s, None, None) for r in rows], "compile"),
-        ("step time per worker (s): median, min to max", [(r.worker, r.step_s, r.step_min, r.step_max)
-                                                          for r in rows], "step"),
+        (
+            "step time per worker (s): median, min to max",
+            [(r.worker, r.step_s, r.step_min, r.step_max) for r in rows],
+            "step",
+        ),
     ]
     height = len(panels) * (panel_height + gap)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img" '
-           f'aria-label="per-worker compile and step times">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img" '
+        f'aria-label="per-worker compile and step times">'
+    ]
     for i, (title, data, kind) in enumerate(panels):
         y0 = i * (panel_height + gap)
         plot_h = panel_height - top - bottom
@@ -862,8 +1148,10 @@ def plot_svg(rows: Sequence[WorkerRow], *, width: int = 760, panel_height: int =
         out.append(f'<text x="{left}" y="{y0 + 18}" font-size="13" font-weight="bold">{html.escape(title)}</text>')
         values = [v for _, v, _, hi in data for v in (v, hi) if isinstance(v, (int, float))]
         if not values:
-            out.append(f'<text x="{left}" y="{y0 + top + plot_h / 2:.1f}" fill="#666">no {kind} times recorded '
-                       f'(orch_receipt.record_time("{kind}", seconds) or cache evidence)</text></g>')
+            out.append(
+                f'<text x="{left}" y="{y0 + top + plot_h / 2:.1f}" fill="#666">no {kind} times recorded '
+                f'(orch_receipt.record_time("{kind}", seconds) or cache evidence)</text></g>'
+            )
             continue
         ymax = _nice_max(max(values))
         for k in range(5):
@@ -878,23 +1166,28 @@ def plot_svg(rows: Sequence[WorkerRow], *, width: int = 760, panel_height: int =
         for j, (worker, v, lo, hi) in enumerate(data):
             cx = left + slot * (j + 0.5)
             label = html.escape(worker)
-            out.append(f'<text x="{cx:.1f}" y="{base + 14}" text-anchor="end" '
-                       f'transform="rotate(-35 {cx:.1f} {base + 14})">{label}</text>')
+            out.append(
+                f'<text x="{cx:.1f}" y="{base + 14}" text-anchor="end" '
+                f'transform="rotate(-35 {cx:.1f} {base + 14})">{label}</text>'
+            )
             if not isinstance(v, (int, float)):
                 out.append(f'<text x="{cx:.1f}" y="{base - 4}" text-anchor="middle" fill="#999">n/a</text>')
                 continue
             h = plot_h * v / ymax
-            out.append(f'<rect class="bar" data-worker="{label}" data-value="{v:.6g}" x="{cx - bar_w / 2:.1f}" '
-                       f'y="{base - h:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
-                       f'fill="{"#4e79a7" if kind == "compile" else "#59a14f"}">'
-                       f'<title>{label}: {v:.4g} s</title></rect>')
+            out.append(
+                f'<rect class="bar" data-worker="{label}" data-value="{v:.6g}" x="{cx - bar_w / 2:.1f}" '
+                f'y="{base - h:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
+                f'fill="{"#4e79a7" if kind == "compile" else "#59a14f"}">'
+                f"<title>{label}: {v:.4g} s</title></rect>"
+            )
             if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
                 ylo, yhi = base - plot_h * lo / ymax, base - plot_h * hi / ymax
-                out.append(f'<line class="whisker" data-worker="{label}" x1="{cx:.1f}" x2="{cx:.1f}" '
-                           f'y1="{ylo:.1f}" y2="{yhi:.1f}" stroke="#222"/>')
+                out.append(
+                    f'<line class="whisker" data-worker="{label}" x1="{cx:.1f}" x2="{cx:.1f}" '
+                    f'y1="{ylo:.1f}" y2="{yhi:.1f}" stroke="#222"/>'
+                )
                 for yy in (ylo, yhi):
-                    out.append(f'<line x1="{cx - 5:.1f}" x2="{cx + 5:.1f}" y1="{yy:.1f}" y2="{yy:.1f}" '
-                               f'stroke="#222"/>')
+                    out.append(f'<line x1="{cx - 5:.1f}" x2="{cx + 5:.1f}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#222"/>')
         out.append("</g>")
     out.append("</svg>")
     return "\n".join(out)
@@ -919,36 +1212,48 @@ def render_html(r: Report) -> str:
     def num(v, digits=4):
         return "-" if v is None else f"{v:.{digits}g}"
 
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>orch report {e(r.run_id)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>Run {e(r.run_id)}</h1>",
-             f'<p class="meta">lane <b>{e(r.lane)}</b> &middot; bundle <b>{e(r.bundle_label)}</b> &middot; '
-             f"platform {e(str(r.platform))} &middot; state {e(str(r.state))} &middot; "
-             f"{len(r.rows)} processes &middot; program <code>{e(' '.join(r.target))}</code></p>",
-             "<h2>Flags</h2>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>orch report {e(r.run_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Run {e(r.run_id)}</h1>",
+        f'<p class="meta">lane <b>{e(r.lane)}</b> &middot; bundle <b>{e(r.bundle_label)}</b> &middot; '
+        f"platform {e(str(r.platform))} &middot; state {e(str(r.state))} &middot; "
+        f"{len(r.rows)} processes &middot; program <code>{e(' '.join(r.target))}</code></p>",
+        "<h2>Flags</h2>",
+    ]
     if r.flags:
         parts += [f'<div class="flag {e(f.level)}"><b>{e(f.kind)}</b>: {e(f.message)}</div>' for f in r.flags]
     else:
-        parts.append('<p class="ok">none: every worker ran the same stack and backend, and every global metric '
-                     "was reduced</p>")
-    parts += ["<h2>Workers</h2>", "<table><tr><th>worker</th><th>process</th><th>bundle</th><th>device</th>"
-              "<th>backend</th><th>compile s</th><th>step s (median)</th><th>steps</th><th>user code s</th>"
-              "<th>cache</th><th>exit</th><th>receipt</th></tr>"]
+        parts.append(
+            '<p class="ok">none: every worker ran the same stack and backend, and every global metric was reduced</p>'
+        )
+    parts += [
+        "<h2>Workers</h2>",
+        "<table><tr><th>worker</th><th>process</th><th>bundle</th><th>device</th>"
+        "<th>backend</th><th>compile s</th><th>step s (median)</th><th>steps</th><th>user code s</th>"
+        "<th>cache</th><th>exit</th><th>receipt</th></tr>",
+    ]
     for x in r.rows:
-        parts.append(f"<tr><td>{e(x.worker)}</td><td class=num>{x.process_id}</td>"
-                     f"<td>{e(str(x.bundle))}@{e((x.bundle_id or '?')[:12])}</td><td>{e(x.device_text())}</td>"
-                     f"<td>{e(x.backend_text())}</td><td class=num>{num(x.compile_s)}</td>"
-                     f"<td class=num>{num(x.step_s)}</td><td class=num>{x.steps}</td>"
-                     f"<td class=num>{num(x.user_code_s)}</td><td>{e(x.cache_text())}</td>"
-                     f"<td>{e(x.exit_text())}</td>"
-                     f"<td>{e(x.source or 'missing')}</td></tr>")
+        parts.append(
+            f"<tr><td>{e(x.worker)}</td><td class=num>{x.process_id}</td>"
+            f"<td>{e(str(x.bundle))}@{e((x.bundle_id or '?')[:12])}</td><td>{e(x.device_text())}</td>"
+            f"<td>{e(x.backend_text())}</td><td class=num>{num(x.compile_s)}</td>"
+            f"<td class=num>{num(x.step_s)}</td><td class=num>{x.steps}</td>"
+            f"<td class=num>{num(x.user_code_s)}</td><td>{e(x.cache_text())}</td>"
+            f"<td>{e(x.exit_text())}</td>"
+            f"<td>{e(x.source or 'missing')}</td></tr>"
+        )
     parts.append("</table>")
     parts += ["<h2>Compile and step times</h2>", plot_svg(r.rows)]
     have = [x for x in r.rows if x.has_receipt]
-    keys = [k for k in STACK_KEYS if any(x.versions.get(k) for x in have)] + \
-        sorted({k for x in have for k in x.versions} - set(STACK_KEYS))
-    parts += ["<h2>Versions (installed / reported by the runtime)</h2>",
-              "<table><tr><th>worker</th>" + "".join(f"<th>{e(k)}</th>" for k in keys) + "</tr>"]
+    keys = [k for k in STACK_KEYS if any(x.versions.get(k) for x in have)] + sorted(
+        {k for x in have for k in x.versions} - set(STACK_KEYS)
+    )
+    parts += [
+        "<h2>Versions (installed / reported by the runtime)</h2>",
+        "<table><tr><th>worker</th>" + "".join(f"<th>{e(k)}</th>" for k in keys) + "</tr>",
+    ]
     for x in have:
         cells = []
         for k in keys:
@@ -958,14 +1263,21 @@ def render_html(r: Report) -> str:
     parts.append("</table>")
     metrics = sorted({m for x in have for m in x.metrics})
     if metrics:
-        parts += ["<h2>Metrics</h2>", "<table><tr><th>metric</th><th>scope</th><th>reduced by</th>"
-                  + "".join(f"<th>{e(x.worker)}</th>" for x in have) + "</tr>"]
+        parts += [
+            "<h2>Metrics</h2>",
+            "<table><tr><th>metric</th><th>scope</th><th>reduced by</th>"
+            + "".join(f"<th>{e(x.worker)}</th>" for x in have)
+            + "</tr>",
+        ]
         for m in metrics:
             entries = [x.metrics.get(m) or {} for x in have]
             scope = "/".join(sorted({str(en.get("scope")) for en in entries if en}))
             how = "/".join(sorted({str(en.get("reduced_by") or "NOT REDUCED") for en in entries if en}))
-            parts.append(f"<tr><td>{e(m)}</td><td>{e(scope)}</td><td>{e(how)}</td>"
-                         + "".join(f"<td class=num>{num(en.get('value'), 8)}</td>" for en in entries) + "</tr>")
+            parts.append(
+                f"<tr><td>{e(m)}</td><td>{e(scope)}</td><td>{e(how)}</td>"
+                + "".join(f"<td class=num>{num(en.get('value'), 8)}</td>" for en in entries)
+                + "</tr>"
+            )
         parts.append("</table>")
     startup = {" -> ".join(x.startup) for x in have}
     parts += ["<h2>Start-up order</h2>"] + [f"<p><code>{e(s)}</code></p>" for s in sorted(startup)]

@@ -12,9 +12,9 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import WorkerRef
@@ -98,16 +98,31 @@ def ensure_hostside(transport: Transport, worker: WorkerRef, timeout: float | No
     return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
 
 
-def run_hostside(transport: Transport, worker: WorkerRef, job: str, args: Sequence[str] = (), *,
-                 python: str | None = None, env: Mapping[str, str] | None = None,
-                 timeout: float | None = None, stdin: str | None = None, on_line=None) -> Result:
+def run_hostside(
+    transport: Transport,
+    worker: WorkerRef,
+    job: str,
+    args: Sequence[str] = (),
+    *,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    stdin: str | None = None,
+    on_line=None,
+) -> Result:
     """Run `python -m hostside.<job> ARGS` on one worker (shipping hostside first if needed)."""
     ready = ensure_hostside(transport, worker)
     if not ready.ok:
         return ready
     full_env = {"PYTHONPATH": hostside_path(worker), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-    return transport.run_one(worker.name, [python or worker.python, "-m", f"hostside.{job}", *args],
-                             env=full_env, timeout=timeout, stdin=stdin, on_line=on_line)
+    return transport.run_one(
+        worker.name,
+        [python or worker.python, "-m", f"hostside.{job}", *args],
+        env=full_env,
+        timeout=timeout,
+        stdin=stdin,
+        on_line=on_line,
+    )
 
 
 def job_document(result: Result) -> dict:
@@ -118,8 +133,9 @@ def job_document(result: Result) -> dict:
     try:
         doc = json.loads(text.splitlines()[-1] if not text.startswith("{") else text)
     except json.JSONDecodeError:
-        raise OrchError(f"hostside job printed no JSON document: {text[-200:]!r} ({result.describe()})",
-                        host=result.host) from None
+        raise OrchError(
+            f"hostside job printed no JSON document: {text[-200:]!r} ({result.describe()})", host=result.host
+        ) from None
     if not isinstance(doc, dict) or "schema_version" not in doc:
         raise OrchError("hostside job printed JSON without schema_version", host=result.host)
     return doc

@@ -36,8 +36,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
 
 from orchestrator import cache as cache_mod
 from orchestrator import launch, runs
@@ -75,8 +75,9 @@ class Expectation:
     why: str
 
 
-def expectation(frontend: str, *, mode: str, role: str, process_id: int, num_processes: int,
-                platform: str) -> Expectation:
+def expectation(
+    frontend: str, *, mode: str, role: str, process_id: int, num_processes: int, platform: str
+) -> Expectation:
     """Whether this process should reuse the cache on a warm restart, and why (how the frontend works)."""
     if mode == "off" or role == "off":
         return Expectation(False, "the lane's cache policy is off")
@@ -84,11 +85,15 @@ def expectation(frontend: str, *, mode: str, role: str, process_id: int, num_pro
         if process_id == 0:
             return Expectation(True, "process 0 writes the JAX cache and reads it back")
         if mode == "per-host":
-            return Expectation(False, "JAX writes its persistent cache only from process 0, so this worker's "
-                                      "private cache stays empty")
+            return Expectation(
+                False, "JAX writes its persistent cache only from process 0, so this worker's private cache stays empty"
+            )
         if platform == "cpu":
-            return Expectation(False, "on CPU the JAX cache key differs per process (it includes the process's "
-                                      "devices), so this process cannot use process 0's entries")
+            return Expectation(
+                False,
+                "on CPU the JAX cache key differs per process (it includes the process's "
+                "devices), so this process cannot use process 0's entries",
+            )
         return Expectation(True, "reads the entries process 0 wrote to the shared cache (same keys on TPU)")
     if role == "reader":
         return Expectation(True, "reads the entries the writer wrote to the shared cache")
@@ -112,8 +117,8 @@ class Verdict:
     ratio: float | None
     hits: int
     misses: int
-    compiles: tuple[int, int]             # (cold, warm)
-    entries_written: int | None           # by this process in the cold run (writers only)
+    compiles: tuple[int, int]  # (cold, warm)
+    entries_written: int | None  # by this process in the cold run (writers only)
     entries_at_warm_start: int
     deserialize_failures: int
     saved_sec: float | None
@@ -124,14 +129,28 @@ class Verdict:
         return self.verdict == "reused" or not self.expected
 
     def to_dict(self) -> dict:
-        return {"worker": self.worker, "process_id": self.process_id, "frontend": self.frontend,
-                "role": self.role, "verdict": self.verdict, "expected": self.expected,
-                "expectation": self.expectation, "cause": self.cause, "passed": self.passed,
-                "cold_compile_sec": self.cold_compile_sec, "warm_compile_sec": self.warm_compile_sec,
-                "ratio": self.ratio, "hits": self.hits, "misses": self.misses, "compiles": list(self.compiles),
-                "entries_written": self.entries_written, "entries_at_warm_start": self.entries_at_warm_start,
-                "deserialize_failures": self.deserialize_failures, "saved_sec": self.saved_sec,
-                "evidence": list(self.evidence)}
+        return {
+            "worker": self.worker,
+            "process_id": self.process_id,
+            "frontend": self.frontend,
+            "role": self.role,
+            "verdict": self.verdict,
+            "expected": self.expected,
+            "expectation": self.expectation,
+            "cause": self.cause,
+            "passed": self.passed,
+            "cold_compile_sec": self.cold_compile_sec,
+            "warm_compile_sec": self.warm_compile_sec,
+            "ratio": self.ratio,
+            "hits": self.hits,
+            "misses": self.misses,
+            "compiles": list(self.compiles),
+            "entries_written": self.entries_written,
+            "entries_at_warm_start": self.entries_at_warm_start,
+            "deserialize_failures": self.deserialize_failures,
+            "saved_sec": self.saved_sec,
+            "evidence": list(self.evidence),
+        }
 
 
 def evidence_lines(log: str) -> tuple[str, ...]:
@@ -150,15 +169,25 @@ def evidence_lines(log: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def judge(frontend: str, cold: dict | None, warm: dict | None, *, worker: str, process_id: int,
-          num_processes: int, platform: str, threshold: float = DEFAULT_THRESHOLD,
-          log_lines: Sequence[str] = ()) -> Verdict:
+def judge(
+    frontend: str,
+    cold: dict | None,
+    warm: dict | None,
+    *,
+    worker: str,
+    process_id: int,
+    num_processes: int,
+    platform: str,
+    threshold: float = DEFAULT_THRESHOLD,
+    log_lines: Sequence[str] = (),
+) -> Verdict:
     """The verdict for one process and frontend from its cold and warm records' `cache` sections (pure)."""
     cold, warm = cold or {}, warm or {}
     mode = warm.get("policy") or cold.get("policy") or "off"
     role = warm.get("role") or cold.get("role") or "off"
-    exp = expectation(frontend, mode=mode, role=role, process_id=process_id, num_processes=num_processes,
-                      platform=platform)
+    exp = expectation(
+        frontend, mode=mode, role=role, process_id=process_id, num_processes=num_processes, platform=platform
+    )
     ce = (cold.get("evidence") or {}).get(frontend) or {}
     we = (warm.get("evidence") or {}).get(frontend) or {}
     cold_t, warm_t = ce.get("compile_time_sec"), we.get("compile_time_sec")
@@ -169,11 +198,23 @@ def judge(frontend: str, cold: dict | None, warm: dict | None, *, worker: str, p
     written = (int(ce.get("entries_after") or 0) - int(ce.get("entries_before") or 0)) if writes and ce else None
     fails = int(we.get("deserialize_failures") or 0)
     expected, why = exp.expected, exp.why
-    base = dict(worker=worker, process_id=process_id, frontend=frontend, role=role, cold_compile_sec=cold_t,
-                warm_compile_sec=warm_t, ratio=ratio, hits=hits, misses=misses,
-                compiles=(int(ce.get("compiles") or 0), int(we.get("compiles") or 0)), entries_written=written,
-                entries_at_warm_start=available, deserialize_failures=fails,
-                saved_sec=we.get("compile_time_saved_sec"), evidence=tuple(log_lines))
+    base = dict(
+        worker=worker,
+        process_id=process_id,
+        frontend=frontend,
+        role=role,
+        cold_compile_sec=cold_t,
+        warm_compile_sec=warm_t,
+        ratio=ratio,
+        hits=hits,
+        misses=misses,
+        compiles=(int(ce.get("compiles") or 0), int(we.get("compiles") or 0)),
+        entries_written=written,
+        entries_at_warm_start=available,
+        deserialize_failures=fails,
+        saved_sec=we.get("compile_time_saved_sec"),
+        evidence=tuple(log_lines),
+    )
 
     def verdict(v: str, cause: str, *, expected_now: bool = expected, why_now: str = why) -> Verdict:
         return Verdict(**base, verdict=v, expected=expected_now, expectation=why_now, cause=cause)
@@ -184,27 +225,42 @@ def judge(frontend: str, cold: dict | None, warm: dict | None, *, worker: str, p
     if role == "off":
         return verdict("not-written", "the lane's cache policy is off: nothing is cached")
     if not ce.get("compiles"):
-        return verdict("not-written", f"the cold run compiled nothing with {frontend}", expected_now=False,
-                       why_now=f"nothing to reuse: no {frontend} compilation in the cold run")
+        return verdict(
+            "not-written",
+            f"the cold run compiled nothing with {frontend}",
+            expected_now=False,
+            why_now=f"nothing to reuse: no {frontend} compilation in the cold run",
+        )
     if hits and ratio is not None and ratio <= threshold:
-        return verdict("reused", f"{hits} cache hits; warm compile {warm_t:.2f}s vs cold {cold_t:.2f}s "
-                                 f"(ratio {ratio:.2f} <= {threshold:g})")
+        return verdict(
+            "reused",
+            f"{hits} cache hits; warm compile {warm_t:.2f}s vs cold {cold_t:.2f}s (ratio {ratio:.2f} <= {threshold:g})",
+        )
     if hits:
-        return verdict("written-not-reused", f"{hits} cache hits, but warm compile {warm_t:.2f}s vs cold "
-                                             f"{cold_t:.2f}s (ratio {ratio} > {threshold:g}): no time saved")
+        return verdict(
+            "written-not-reused",
+            f"{hits} cache hits, but warm compile {warm_t:.2f}s vs cold "
+            f"{cold_t:.2f}s (ratio {ratio} > {threshold:g}): no time saved",
+        )
     configured = (warm.get("configured") or {}).get(frontend, True)
     if available:
         if fails:
-            cause = (f"{available} entries on disk, {fails} deserialize failures: entries are written but "
-                     "cannot be loaded back")
+            cause = (
+                f"{available} entries on disk, {fails} deserialize failures: entries are written but "
+                "cannot be loaded back"
+            )
         elif frontend == "jax" and process_id != 0 and platform == "cpu":
-            cause = (f"{available} entries on disk, all process 0's; {misses} lookups missed: on CPU the JAX "
-                     "cache key differs per process")
+            cause = (
+                f"{available} entries on disk, all process 0's; {misses} lookups missed: on CPU the JAX "
+                "cache key differs per process"
+            )
         elif not configured:
             cause = f"{available} entries on disk, but the warm run did not configure the cache (see its caveats)"
         else:
-            cause = (f"{available} entries on disk, {misses} lookups missed: the cache keys differ between the "
-                     "runs (program, flags, topology or policy changed?)")
+            cause = (
+                f"{available} entries on disk, {misses} lookups missed: the cache keys differ between the "
+                "runs (program, flags, topology or policy changed?)"
+            )
         return verdict("written-not-reused", cause)
     if frontend == "jax" and process_id != 0 and num_processes > 1 and writes:
         cause = "JAX writes its persistent cache only from process 0: this private cache stayed empty"
@@ -215,8 +271,10 @@ def judge(frontend: str, cold: dict | None, warm: dict | None, *, worker: str, p
     elif ce.get("cache_used") is False and frontend == "jax":
         cause = "JAX did not use its persistent cache on this backend"
     else:
-        cause = f"the cold run wrote no {frontend} entries (entries before {ce.get('entries_before', 0)}, " \
-                f"after {ce.get('entries_after', 0)})"
+        cause = (
+            f"the cold run wrote no {frontend} entries (entries before {ce.get('entries_before', 0)}, "
+            f"after {ce.get('entries_after', 0)})"
+        )
     return verdict("not-written", cause)
 
 
@@ -228,7 +286,7 @@ def judge(frontend: str, cold: dict | None, warm: dict | None, *, worker: str, p
 class RunSummary:
     """One of the two launches."""
 
-    kind: str                # cold | warm
+    kind: str  # cold | warm
     run_id: str
     status: str
     message: str
@@ -250,7 +308,7 @@ class RestartCheck:
     mode: str
     threshold: float
     num_processes: int
-    roots: dict[str, str]                       # worker -> the check's cache directory (bundle id placeholder)
+    roots: dict[str, str]  # worker -> the check's cache directory (bundle id placeholder)
     runs: list[RunSummary] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     problem: str | None = None
@@ -276,34 +334,67 @@ class RestartCheck:
             return "no process was expected to reuse the cache (nothing compiled?): nothing proven"
         failed = [v for v in self.verdicts if not v.passed]
         if failed:
-            return ("not reused where expected: " + "; ".join(
-                f"process {v.process_id} ({v.worker}) {v.frontend}: {v.verdict}" for v in failed))
+            return "not reused where expected: " + "; ".join(
+                f"process {v.process_id} ({v.worker}) {v.frontend}: {v.verdict}" for v in failed
+            )
         procs = sorted({v.process_id for v in self.expected})
         ratios = [v.ratio for v in self.expected if v.ratio is not None]
-        return (f"reused by every process expected to reuse ({len(procs)} of {self.num_processes}: process"
-                f"{'es' if len(procs) != 1 else ''} {', '.join(map(str, procs))}; warm/cold compile ratio "
-                f"{'max ' if len(ratios) > 1 else ''}{max(ratios):.2f} <= {self.threshold:g})")
+        return (
+            f"reused by every process expected to reuse ({len(procs)} of {self.num_processes}: process"
+            f"{'es' if len(procs) != 1 else ''} {', '.join(map(str, procs))}; warm/cold compile ratio "
+            f"{'max ' if len(ratios) > 1 else ''}{max(ratios):.2f} <= {self.threshold:g})"
+        )
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "check_id": self.check_id, "lane": self.lane,
-                "platform": self.platform, "policy": self.policy, "mode": self.mode, "threshold": self.threshold,
-                "num_processes": self.num_processes, "ok": self.ok, "message": self.message,
-                "roots": self.roots, "runs": [r.to_dict() for r in self.runs],
-                "verdicts": [v.to_dict() for v in self.verdicts], "problem": self.problem, "cleaned": self.cleaned}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "check_id": self.check_id,
+            "lane": self.lane,
+            "platform": self.platform,
+            "policy": self.policy,
+            "mode": self.mode,
+            "threshold": self.threshold,
+            "num_processes": self.num_processes,
+            "ok": self.ok,
+            "message": self.message,
+            "roots": self.roots,
+            "runs": [r.to_dict() for r in self.runs],
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "problem": self.problem,
+            "cleaned": self.cleaned,
+        }
 
 
-def plan_runs(fleet: Fleet, lane: str, argv: Sequence[str], *, check_id: str, workdir: str | None = None,
-              extra_env=None, timeout: float | None = None) -> tuple[launch.LaunchPlan, launch.LaunchPlan]:
+def plan_runs(
+    fleet: Fleet,
+    lane: str,
+    argv: Sequence[str],
+    *,
+    check_id: str,
+    workdir: str | None = None,
+    extra_env=None,
+    timeout: float | None = None,
+) -> tuple[launch.LaunchPlan, launch.LaunchPlan]:
     """The cold and the warm launch: the same command and policy, both on the check's own cache root (pure)."""
     policy = fleet.cache_policy(lane)
     if policy.mode == "off":
-        raise ConfigError(f"lane '{lane}' has no compilation cache (its cache policy is off): nothing to check",
-                          hint="give the lane a cache policy (per-host or single-writer) in fleet.yaml")
+        raise ConfigError(
+            f"lane '{lane}' has no compilation cache (its cache policy is off): nothing to check",
+            hint="give the lane a cache policy (per-host or single-writer) in fleet.yaml",
+        )
     cache = cache_mod.launch_cache(fleet, lane, scope=check_id)
     plans = []
     for kind in ("cold", "warm"):
-        plan = launch.plan_launch(fleet, lane, argv, name=f"{check_id}-{kind}", run_id=f"{check_id}-{kind}",
-                                  workdir=workdir, timeout=timeout, extra_env=extra_env)
+        plan = launch.plan_launch(
+            fleet,
+            lane,
+            argv,
+            name=f"{check_id}-{kind}",
+            run_id=f"{check_id}-{kind}",
+            workdir=workdir,
+            timeout=timeout,
+            extra_env=extra_env,
+        )
         plans.append(replace(plan, cache=cache))
     return plans[0], plans[1]
 
@@ -316,7 +407,7 @@ def _records(record: runs.RunRecord) -> dict[str, dict]:
     out = {}
     for path in sorted((record.dir / "workers").glob("*.json")):
         try:
-            out[path.stem] = (json.loads(path.read_text()).get("record") or {})
+            out[path.stem] = json.loads(path.read_text()).get("record") or {}
         except (OSError, ValueError):
             out[path.stem] = {}
     return out
@@ -326,43 +417,80 @@ def _logs(plan: launch.LaunchPlan, transport: Transport) -> dict[str, str]:
     from orchestrator.remote import run_hostside
 
     def one(worker):
-        return run_hostside(transport, worker, "launch_ctl",
-                            ["log", plan.process(worker.name).run_dir, "--tail", str(LOG_TAIL)], timeout=60)
+        return run_hostside(
+            transport,
+            worker,
+            "launch_ctl",
+            ["log", plan.process(worker.name).run_dir, "--tail", str(LOG_TAIL)],
+            timeout=60,
+        )
 
     return {name: (res.stdout if res.ok else "") for name, res in transport.map(one, plan.workers).items()}
 
 
-def run(fleet: Fleet, lane: str, argv: Sequence[str], transport: Transport, *,
-        threshold: float = DEFAULT_THRESHOLD, workdir: str | None = None, extra_env=None,
-        timeout: float | None = None, keep: bool = False, check_id: str | None = None,
-        report: ReportFn = _quiet, on_output: launch.OutputFn | None = None, **launch_options) -> RestartCheck:
+def run(
+    fleet: Fleet,
+    lane: str,
+    argv: Sequence[str],
+    transport: Transport,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    workdir: str | None = None,
+    extra_env=None,
+    timeout: float | None = None,
+    keep: bool = False,
+    check_id: str | None = None,
+    report: ReportFn = _quiet,
+    on_output: launch.OutputFn | None = None,
+    **launch_options,
+) -> RestartCheck:
     """Run the cold and the warm launch and judge every process (see the module docstring)."""
     if not 0 < threshold <= 1:
         raise OrchError(f"--threshold must be in (0, 1], got {threshold:g}")
     check_id = check_id or new_check_id()
-    cold_plan, warm_plan = plan_runs(fleet, lane, argv, check_id=check_id, workdir=workdir, extra_env=extra_env,
-                                     timeout=timeout)
+    cold_plan, warm_plan = plan_runs(
+        fleet, lane, argv, check_id=check_id, workdir=workdir, extra_env=extra_env, timeout=timeout
+    )
     procs = cold_plan.cache["processes"]
-    check = RestartCheck(check_id=check_id, lane=lane, platform=cold_plan.platform, policy=cold_plan.cache["name"],
-                         mode=cold_plan.cache["mode"], threshold=threshold, num_processes=cold_plan.num_processes,
-                         roots={w: p["base"] for w, p in procs.items()})
+    check = RestartCheck(
+        check_id=check_id,
+        lane=lane,
+        platform=cold_plan.platform,
+        policy=cold_plan.cache["name"],
+        mode=cold_plan.cache["mode"],
+        threshold=threshold,
+        num_processes=cold_plan.num_processes,
+        roots={w: p["base"] for w, p in procs.items()},
+    )
     frontends = [f for f in cold_plan.frontends if f in cache_mod.FRONTENDS]
     if not frontends:
-        check.problem = (f"bundle {cold_plan.bundle} has no frontend with a persistent compilation cache "
-                         "(jax or torch_xla): nothing to check")
+        check.problem = (
+            f"bundle {cold_plan.bundle} has no frontend with a persistent compilation cache "
+            "(jax or torch_xla): nothing to check"
+        )
         return check
     records: dict[str, dict[str, dict]] = {}
     try:
         for kind, plan in (("cold", cold_plan), ("warm", warm_plan)):
-            report(f"{kind} run {plan.run_id}" + (" (fresh cache root)" if kind == "cold" else
-                                                  " (same command, reading the cold run's cache)"))
+            report(
+                f"{kind} run {plan.run_id}"
+                + (" (fresh cache root)" if kind == "cold" else " (same command, reading the cold run's cache)")
+            )
             record = runs.RunRecord.create(plan, fleet_path=fleet.path)
             t0 = time.monotonic()
-            outcome = launch.execute(plan, transport, on_output=on_output, report=report, record=record,
-                                     **launch_options)
-            check.runs.append(RunSummary(kind=kind, run_id=plan.run_id, status=outcome.status,
-                                         message=outcome.message, elapsed=round(time.monotonic() - t0, 2),
-                                         record_dir=str(record.dir)))
+            outcome = launch.execute(
+                plan, transport, on_output=on_output, report=report, record=record, **launch_options
+            )
+            check.runs.append(
+                RunSummary(
+                    kind=kind,
+                    run_id=plan.run_id,
+                    status=outcome.status,
+                    message=outcome.message,
+                    elapsed=round(time.monotonic() - t0, 2),
+                    record_dir=str(record.dir),
+                )
+            )
             if not outcome.ok:
                 check.problem = f"the {kind} run {plan.run_id} {outcome.status}: {outcome.message}"
                 return check
@@ -373,9 +501,19 @@ def run(fleet: Fleet, lane: str, argv: Sequence[str], transport: Transport, *,
             warm = records["warm"].get(p.worker, {}).get("cache")
             lines = evidence_lines(logs.get(p.worker, ""))
             for frontend in frontends:
-                check.verdicts.append(judge(frontend, cold, warm, worker=p.worker, process_id=p.process_id,
-                                            num_processes=warm_plan.num_processes, platform=warm_plan.platform,
-                                            threshold=threshold, log_lines=lines))
+                check.verdicts.append(
+                    judge(
+                        frontend,
+                        cold,
+                        warm,
+                        worker=p.worker,
+                        process_id=p.process_id,
+                        num_processes=warm_plan.num_processes,
+                        platform=warm_plan.platform,
+                        threshold=threshold,
+                        log_lines=lines,
+                    )
+                )
         return check
     finally:
         if not keep:
@@ -387,9 +525,11 @@ def run(fleet: Fleet, lane: str, argv: Sequence[str], transport: Transport, *,
 
 def render(check: RestartCheck) -> str:
     """The check as a table, one row per process and frontend."""
-    lines = [f"restart-check {check.check_id}: lane {check.lane} ({check.platform}), cache policy "
-             f"{check.policy} ({check.mode}), {check.num_processes} process"
-             f"{'es' if check.num_processes != 1 else ''}, threshold {check.threshold:g}"]
+    lines = [
+        f"restart-check {check.check_id}: lane {check.lane} ({check.platform}), cache policy "
+        f"{check.policy} ({check.mode}), {check.num_processes} process"
+        f"{'es' if check.num_processes != 1 else ''}, threshold {check.threshold:g}"
+    ]
     for r in check.runs:
         lines.append(f"  {r.kind:<5} run {r.run_id}: {r.status} in {r.elapsed:.1f}s")
     if check.verdicts:
@@ -397,8 +537,20 @@ def render(check: RestartCheck) -> str:
         header = ("proc", "worker", "frontend", "role", "verdict", "expected", "cold s", "warm s", "ratio", "hits")
         rows = [header]
         for v in check.verdicts:
-            rows.append((str(v.process_id), v.worker, v.frontend, v.role, v.verdict, "yes" if v.expected else "no",
-                         _num(v.cold_compile_sec), _num(v.warm_compile_sec), _num(v.ratio), str(v.hits)))
+            rows.append(
+                (
+                    str(v.process_id),
+                    v.worker,
+                    v.frontend,
+                    v.role,
+                    v.verdict,
+                    "yes" if v.expected else "no",
+                    _num(v.cold_compile_sec),
+                    _num(v.warm_compile_sec),
+                    _num(v.ratio),
+                    str(v.hits),
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         for r in rows:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

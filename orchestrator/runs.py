@@ -51,15 +51,25 @@ class RunRecord:
         return self.dir.name
 
     @classmethod
-    def create(cls, plan, fleet_path: str | os.PathLike | None = None, root: Path | None = None) -> "RunRecord":
+    def create(cls, plan, fleet_path: str | os.PathLike | None = None, root: Path | None = None) -> RunRecord:
         record = cls((root or runs_root()) / plan.run_id)
         record.dir.mkdir(parents=True, exist_ok=True)
         record.save_plan(plan)
-        _write_json(record.dir / "run.json", {
-            "schema_version": SCHEMA_VERSION, "run_id": plan.run_id, "name": plan.name, "lane": plan.lane,
-            "fleet": str(fleet_path) if fleet_path else None, "workers": plan.workers,
-            "target": plan.target.argv(), "created_at": time.time(),
-            "controller": {"host": socket.gethostname(), "pid": os.getpid()}, "state": "planned"})
+        _write_json(
+            record.dir / "run.json",
+            {
+                "schema_version": SCHEMA_VERSION,
+                "run_id": plan.run_id,
+                "name": plan.name,
+                "lane": plan.lane,
+                "fleet": str(fleet_path) if fleet_path else None,
+                "workers": plan.workers,
+                "target": plan.target.argv(),
+                "created_at": time.time(),
+                "controller": {"host": socket.gethostname(), "pid": os.getpid()},
+                "state": "planned",
+            },
+        )
         return record
 
     def save_plan(self, plan) -> None:
@@ -112,8 +122,10 @@ def find_run(ref: str, root: Path | None = None) -> RunRecord:
     if matches:
         raise OrchError(f"run '{ref}' is ambiguous: {', '.join(r['run_id'] for r in matches[:6])}")
     known = [r["run_id"] for r in runs]
-    raise OrchError(f"no run '{ref}' in {root}{did_you_mean(ref, known)}",
-                    hint="`orch runs` lists the recorded runs (set ORCH_RUNS_DIR if they live elsewhere)")
+    raise OrchError(
+        f"no run '{ref}' in {root}{did_you_mean(ref, known)}",
+        hint="`orch runs` lists the recorded runs (set ORCH_RUNS_DIR if they live elsewhere)",
+    )
 
 
 # -- operations on a recorded run ----------------------------------------------
@@ -128,14 +140,25 @@ def status(record: RunRecord, transport) -> dict:
     states = {d.get("state") for d in workers.values()}
     if states <= {"exited"}:
         exits = [d.get("exit") or {} for d in workers.values()]
-        overall = ("succeeded" if all(e.get("exit_code") == 0 for e in exits)
-                   else "stopped" if any(e.get("stopped") for e in exits) else "failed")
+        overall = (
+            "succeeded"
+            if all(e.get("exit_code") == 0 for e in exits)
+            else "stopped"
+            if any(e.get("stopped") for e in exits)
+            else "failed"
+        )
     elif states & {"running", "ready", "starting", "exiting"}:
         overall = "running"
     else:
         overall = "degraded"
-    return {"schema_version": SCHEMA_VERSION, "run_id": plan.run_id, "lane": plan.lane, "state": overall,
-            "recorded": record.info().get("state"), "workers": workers}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": plan.run_id,
+        "lane": plan.lane,
+        "state": overall,
+        "recorded": record.info().get("state"),
+        "workers": workers,
+    }
 
 
 def stop(record: RunRecord, transport, *, grace: float, reason: str = "orch stop") -> dict:
@@ -156,8 +179,7 @@ def attach(record: RunRecord, transport, **kwargs):
     plan = record.plan()
     try:
         states = worker_status(plan, transport)
-        released = any(((d.get("started_at") or d.get("state") in ("running", "exited"))
-                         for d in states.values()))
+        released = any((d.get("started_at") or d.get("state") in ("running", "exited")) for d in states.values())
         record.update(state="running", attached_at=time.time())
         outcome = monitor(plan, transport, from_end=True, release_needed=not released, **kwargs)
     except KeyboardInterrupt as exc:
@@ -193,8 +215,15 @@ def follow_logs(record: RunRecord, transport, workers: list[str], on_line) -> di
             if stream == "stderr" and text.startswith("@orch "):
                 return
             on_line(name, text)
-        results[name] = run_hostside(transport, transport.workers[name], "launch_watch",
-                                     [plan.process(name).run_dir], timeout=10 ** 7, on_line=line)
+
+        results[name] = run_hostside(
+            transport,
+            transport.workers[name],
+            "launch_watch",
+            [plan.process(name).run_dir],
+            timeout=10**7,
+            on_line=line,
+        )
 
     threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in workers]
     for t in threads:

@@ -36,10 +36,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from orchestrator.errors import SandboxError
 
@@ -63,8 +63,7 @@ CHIPS_PER_WORKER = 4  # v6e hosts carry 4 chips each; only the name uses it here
 REBOUND_PATHS = ("/tmp", WORKER_HOME, WORKER_ROOT, SHARED_MOUNT)
 
 # The files `down` removes; anything else in the directory is left alone.
-_OWNED_FILES = ("state.json", "fleet.yaml", "known_hosts", "authorized_keys", "id_ed25519", "id_ed25519.pub",
-                "hosts")
+_OWNED_FILES = ("state.json", "fleet.yaml", "known_hosts", "authorized_keys", "id_ed25519", "id_ed25519.pub", "hosts")
 _OWNED_DIRS = ("workers", "shared")
 
 # The real bundles the sandbox fleet defines (later features and tests use these names).
@@ -73,13 +72,13 @@ BUNDLES: dict[str, dict] = {
         "python": "3.11",
         "pins": ["jax==0.10.2", "jaxlib==0.10.2"],
         "note": "stock jax/jaxlib 0.10.2 on the CPU backend (the last jax line for Python 3.11); "
-                "multi-process with gloo collectives",
+        "multi-process with gloo collectives",
     },
     "jax-libtpu": {
         "python": "3.11",
         "pins": ["jax==0.10.2", "jaxlib==0.10.2", "libtpu==0.0.42.1"],
         "note": "jax 0.10.2 with libtpu 0.0.42.1: a lane that intends a TPU; with no chip, jax falls "
-                "back to CPU unless JAX_PLATFORMS=tpu makes the failure explicit",
+        "back to CPU unless JAX_PLATFORMS=tpu makes the failure explicit",
     },
     "torch-cpu": {
         "python": "3.11",
@@ -122,9 +121,9 @@ class WorkerState:
     address: str
     port: int
     hostname: str
-    pid: int            # the worker's sshd (listener); its namespaces live as long as it does
-    starttime: int      # /proc/<pid>/stat field 22: guards against a reused pid
-    mnt_ns: int         # namespace inodes: find everything that runs "on" this worker
+    pid: int  # the worker's sshd (listener); its namespaces live as long as it does
+    starttime: int  # /proc/<pid>/stat field 22: guards against a reused pid
+    mnt_ns: int  # namespace inodes: find everything that runs "on" this worker
     uts_ns: int
 
 
@@ -140,8 +139,8 @@ class SandboxState:
     workers: tuple[WorkerState, ...]
     fleet_path: str
     started_at: float
-    already_running: bool = False       # `up` found this sandbox running with the same shape
-    restarted: tuple[str, ...] = ()     # workers `up` found dead and started again
+    already_running: bool = False  # `up` found this sandbox running with the same shape
+    restarted: tuple[str, ...] = ()  # workers `up` found dead and started again
 
     @property
     def shape(self) -> dict:
@@ -151,18 +150,30 @@ class SandboxState:
         return _find_worker(self, ref)
 
     def to_dict(self) -> dict:
-        return {"schema_version": STATE_SCHEMA, "dir": self.dir, "slice": self.slice,
-                "base_address": self.base_address, "port": self.port,
-                "lanes": [asdict(lane) for lane in self.lanes],
-                "workers": [asdict(w) for w in self.workers],
-                "fleet_path": self.fleet_path, "started_at": self.started_at}
+        return {
+            "schema_version": STATE_SCHEMA,
+            "dir": self.dir,
+            "slice": self.slice,
+            "base_address": self.base_address,
+            "port": self.port,
+            "lanes": [asdict(lane) for lane in self.lanes],
+            "workers": [asdict(w) for w in self.workers],
+            "fleet_path": self.fleet_path,
+            "started_at": self.started_at,
+        }
 
     @classmethod
-    def from_dict(cls, doc: dict) -> "SandboxState":
-        return cls(dir=doc["dir"], slice=doc["slice"], base_address=doc["base_address"], port=doc["port"],
-                   lanes=tuple(LaneSpec(**lane) for lane in doc["lanes"]),
-                   workers=tuple(WorkerState(**w) for w in doc["workers"]),
-                   fleet_path=doc["fleet_path"], started_at=doc["started_at"])
+    def from_dict(cls, doc: dict) -> SandboxState:
+        return cls(
+            dir=doc["dir"],
+            slice=doc["slice"],
+            base_address=doc["base_address"],
+            port=doc["port"],
+            lanes=tuple(LaneSpec(**lane) for lane in doc["lanes"]),
+            workers=tuple(WorkerState(**w) for w in doc["workers"]),
+            fleet_path=doc["fleet_path"],
+            started_at=doc["started_at"],
+        )
 
 
 @dataclass(frozen=True)
@@ -176,7 +187,7 @@ class WorkerStatus:
     hostname: str
     pid: int
     state: str
-    processes: int      # processes on the worker (sshd, sessions, what they started)
+    processes: int  # processes on the worker (sshd, sessions, what they started)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -195,8 +206,13 @@ class SandboxStatus:
         return bool(self.workers)
 
     def to_dict(self) -> dict:
-        return {"schema_version": STATE_SCHEMA, "dir": self.dir, "up": self.up, "fleet_path": self.fleet_path,
-                "workers": [w.to_dict() for w in self.workers]}
+        return {
+            "schema_version": STATE_SCHEMA,
+            "dir": self.dir,
+            "up": self.up,
+            "fleet_path": self.fleet_path,
+            "workers": [w.to_dict() for w in self.workers],
+        }
 
 
 @dataclass(frozen=True)
@@ -213,9 +229,9 @@ class DownResult:
     """What `down` stopped and removed."""
 
     dir: str
-    stopped: tuple[str, ...]            # workers whose processes were ended
-    killed: int                         # processes ended
-    removed: tuple[str, ...] = field(default=())   # paths removed
+    stopped: tuple[str, ...]  # workers whose processes were ended
+    killed: int  # processes ended
+    removed: tuple[str, ...] = field(default=())  # paths removed
 
 
 # ---------------------------------------------------------------------------
@@ -232,15 +248,17 @@ def check_dir(value: str | os.PathLike) -> Path:
     path = Path(os.path.abspath(os.path.expanduser(str(value))))
     real = Path(os.path.realpath(path))
     if real == Path("/"):
-        raise SandboxError(f"sandbox dir {path} is the filesystem root",
-                           hint=f"use a directory of its own, e.g. --dir {DEFAULT_DIR}")
+        raise SandboxError(
+            f"sandbox dir {path} is the filesystem root", hint=f"use a directory of its own, e.g. --dir {DEFAULT_DIR}"
+        )
     for candidate in (path, real):
         for rebound in REBOUND_PATHS:
             if candidate == Path(rebound) or Path(rebound) in candidate.parents:
                 raise SandboxError(
                     f"sandbox dir {path} is under {rebound}, which every worker replaces with its own "
                     f"private copy, so a worker's sshd could not read its config and keys there",
-                    hint=f"use a directory elsewhere, e.g. --dir {DEFAULT_DIR}")
+                    hint=f"use a directory elsewhere, e.g. --dir {DEFAULT_DIR}",
+                )
     return path
 
 
@@ -255,14 +273,18 @@ def worker_addresses(base_address: str, workers: int) -> list[str]:
     try:
         base = ipaddress.IPv4Address(base_address)
     except ValueError:
-        raise SandboxError(f"--base-address {base_address!r} is not an IPv4 address",
-                           hint=f"use a loopback address such as {DEFAULT_BASE_ADDRESS}") from None
+        raise SandboxError(
+            f"--base-address {base_address!r} is not an IPv4 address",
+            hint=f"use a loopback address such as {DEFAULT_BASE_ADDRESS}",
+        ) from None
     loopback = ipaddress.IPv4Network("127.0.0.0/8")
     last = int(base) + workers - 1
     if base not in loopback or last >= int(loopback.broadcast_address) or base == loopback.network_address:
-        raise SandboxError(f"--base-address {base_address}: {workers} worker address(es) from there must stay "
-                           f"inside 127.0.0.1-127.255.255.254 (every 127.x.y.z is this machine's loopback)",
-                           hint=f"use e.g. --base-address {DEFAULT_BASE_ADDRESS}")
+        raise SandboxError(
+            f"--base-address {base_address}: {workers} worker address(es) from there must stay "
+            f"inside 127.0.0.1-127.255.255.254 (every 127.x.y.z is this machine's loopback)",
+            hint=f"use e.g. --base-address {DEFAULT_BASE_ADDRESS}",
+        )
     return [str(ipaddress.IPv4Address(int(base) + i)) for i in range(workers)]
 
 
@@ -280,11 +302,15 @@ def parse_lane_spec(text: str) -> LaneSpec:
     if not count.isdigit() or int(count) < 1:
         raise SandboxError(f"--lane {text!r}: COUNT '{count}' must be a whole number of workers, at least 1")
     if platform not in PLATFORMS:
-        raise SandboxError(f"--lane {text!r}: PLATFORM '{platform}' must be one of: {', '.join(PLATFORMS)}"
-                           f"{did_you_mean(platform, PLATFORMS)}")
+        raise SandboxError(
+            f"--lane {text!r}: PLATFORM '{platform}' must be one of: {', '.join(PLATFORMS)}"
+            f"{did_you_mean(platform, PLATFORMS)}"
+        )
     if bundle not in BUNDLES:
-        raise SandboxError(f"--lane {text!r}: no bundle '{bundle}'{did_you_mean(bundle, BUNDLES)} "
-                           f"(sandbox bundles: {', '.join(BUNDLES)})")
+        raise SandboxError(
+            f"--lane {text!r}: no bundle '{bundle}'{did_you_mean(bundle, BUNDLES)} "
+            f"(sandbox bundles: {', '.join(BUNDLES)})"
+        )
     return LaneSpec(name=name, count=int(count), platform=platform, bundle=bundle)
 
 
@@ -301,8 +327,10 @@ def plan_lanes(workers: int, lanes: Sequence[LaneSpec | str] | None) -> tuple[La
     total = sum(spec.count for spec in specs)
     if total != workers:
         counts = " + ".join(str(spec.count) for spec in specs)
-        raise SandboxError(f"--lane counts add up to {total} ({counts}) but --workers is {workers}; "
-                           f"every worker belongs to exactly one lane")
+        raise SandboxError(
+            f"--lane counts add up to {total} ({counts}) but --workers is {workers}; "
+            f"every worker belongs to exactly one lane"
+        )
     return specs
 
 
@@ -316,8 +344,7 @@ def _c(text: str, comment: str) -> str:
     return f"{text:<36}# {comment}"
 
 
-def render_fleet(dir: str | os.PathLike, addresses: Sequence[str], lanes: Sequence[LaneSpec],
-                 port: int = PORT) -> str:
+def render_fleet(dir: str | os.PathLike, addresses: Sequence[str], lanes: Sequence[LaneSpec], port: int = PORT) -> str:
     """The sandbox's fleet.yaml text (paths relative to the file)."""
     q = json.dumps  # a JSON string is a YAML scalar that never changes meaning
     n = len(addresses)
@@ -349,25 +376,40 @@ def render_fleet(dir: str | os.PathLike, addresses: Sequence[str], lanes: Sequen
     lines += [f"      - {{index: {i}, address: {a}}}" for i, a in enumerate(addresses)]
     lines += ["", "# Sources left empty: pip's own configuration says where wheels come from.", "bundles:"]
     for name, b in BUNDLES.items():
-        lines += [f"  {name}:", f"    python: {q(b['python'])}", f"    pins: [{', '.join(b['pins'])}]",
-                  "    provenance:", f"      note: {q(b['note'])}"]
+        lines += [
+            f"  {name}:",
+            f"    python: {q(b['python'])}",
+            f"    pins: [{', '.join(b['pins'])}]",
+            "    provenance:",
+            f"      note: {q(b['note'])}",
+        ]
     lines += ["", "# Environment applied before any frontend is imported.", "runtime_profiles:"]
     for name, env in RUNTIME_PROFILES.items():
         lines += [f"  {name}:", "    env:"] + [f"      {k}: {q(v)}" for k, v in env.items()]
         lines.append(f"    forbid: [{', '.join(FORBIDDEN_VARS)}]")
-    lines += ["", "cache_policies:",
-              "  per-host:",
-              _c("    mode: per-host", "<root>/cache on each worker's own disk"),
-              "  shared:",
-              _c("    mode: single-writer", "process 0 warms, the others read"),
-              f"    root: {SHARED_MOUNT}/cache",
-              "", "lanes:"]
+    lines += [
+        "",
+        "cache_policies:",
+        "  per-host:",
+        _c("    mode: per-host", "<root>/cache on each worker's own disk"),
+        "  shared:",
+        _c("    mode: single-writer", "process 0 warms, the others read"),
+        f"    root: {SHARED_MOUNT}/cache",
+        "",
+        "lanes:",
+    ]
     start = 0
     for lane in lanes:
         end = start + lane.count - 1
         workers = str(start) if lane.count == 1 else q(f"{start}-{end}")
-        lines += [f"  {lane.name}:", f"    workers: {workers}", f"    bundle: {lane.bundle}",
-                  f"    runtime: {lane.platform}", "    cache: per-host", f"    platform: {lane.platform}"]
+        lines += [
+            f"  {lane.name}:",
+            f"    workers: {workers}",
+            f"    bundle: {lane.bundle}",
+            f"    runtime: {lane.platform}",
+            "    cache: per-host",
+            f"    platform: {lane.platform}",
+        ]
         start = end + 1
     return "\n".join(lines) + "\n"
 
@@ -408,8 +450,9 @@ def _shape(workers: int, lanes: Sequence[LaneSpec], base_address: str, port: int
 
 
 def _describe_shape(shape: dict) -> str:
-    return (f"{shape['workers']} worker(s) from {shape['base_address']}:{shape['port']}, "
-            f"lanes {' '.join(shape['lanes'])}")
+    return (
+        f"{shape['workers']} worker(s) from {shape['base_address']}:{shape['port']}, lanes {' '.join(shape['lanes'])}"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -429,7 +472,7 @@ def _proc(pid: int) -> _Proc | None:
             raw = fh.read().decode("ascii", "replace")
     except OSError:
         return None
-    rest = raw[raw.rindex(")") + 2:].split()  # comm may hold spaces and parentheses
+    rest = raw[raw.rindex(")") + 2 :].split()  # comm may hold spaces and parentheses
     return _Proc(ppid=int(rest[1]), state=rest[0], starttime=int(rest[19]))
 
 
@@ -490,8 +533,12 @@ def _worker_processes(ws: WorkerState, procs: dict[int, _Proc] | None = None) ->
     host = (_ns("self", "mnt"), _ns("self", "uts"), _ns(1, "mnt"), _ns(1, "uts"))
     if ws.mnt_ns and ws.uts_ns and ws.mnt_ns not in host and ws.uts_ns not in host:
         for pid, info in procs.items():
-            if info.state not in ("Z", "X", "x") and pid not in found \
-                    and _ns(pid, "mnt") == ws.mnt_ns and _ns(pid, "uts") == ws.uts_ns:
+            if (
+                info.state not in ("Z", "X", "x")
+                and pid not in found
+                and _ns(pid, "mnt") == ws.mnt_ns
+                and _ns(pid, "uts") == ws.uts_ns
+            ):
                 found.add(pid)
     return {pid for pid in found if procs.get(pid) and procs[pid].state not in ("Z", "X", "x")} - _ancestors()
 
@@ -562,8 +609,17 @@ def _as_worker_state(pid: int, name: str = "?") -> WorkerState | None:
     info = _proc(pid)
     if info is None:
         return None
-    return WorkerState(name=name, index=-1, address="", port=0, hostname="", pid=pid, starttime=info.starttime,
-                       mnt_ns=_ns(pid, "mnt") or 0, uts_ns=_ns(pid, "uts") or 0)
+    return WorkerState(
+        name=name,
+        index=-1,
+        address="",
+        port=0,
+        hostname="",
+        pid=pid,
+        starttime=info.starttime,
+        mnt_ns=_ns(pid, "mnt") or 0,
+        uts_ns=_ns(pid, "uts") or 0,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -587,10 +643,10 @@ def _new_key(path: Path, comment: str) -> str:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                           serialization.PublicFormat.OpenSSH).decode()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
     _write_atomic(path, private, 0o600)
     _write_atomic(path.with_name(path.name + ".pub"), f"{public} {comment}\n", 0o644)
     return public
@@ -607,11 +663,15 @@ def _read_state(dir: Path) -> SandboxState | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise SandboxError(f"{path}: unreadable sandbox state ({exc})",
-                           hint=f"`orch sandbox down --dir {dir}` stops what it can find and removes it") from None
+        raise SandboxError(
+            f"{path}: unreadable sandbox state ({exc})",
+            hint=f"`orch sandbox down --dir {dir}` stops what it can find and removes it",
+        ) from None
     if doc.get("schema_version") != STATE_SCHEMA:
-        raise SandboxError(f"{path}: state schema_version {doc.get('schema_version')!r}, expected {STATE_SCHEMA}",
-                           hint=f"`orch sandbox down --dir {dir}`")
+        raise SandboxError(
+            f"{path}: state schema_version {doc.get('schema_version')!r}, expected {STATE_SCHEMA}",
+            hint=f"`orch sandbox down --dir {dir}`",
+        )
     return SandboxState.from_dict(doc)
 
 
@@ -638,8 +698,10 @@ def _find_worker(state: SandboxState, ref: str | int) -> WorkerState:
         if text in (w.name, str(w.index)):
             return w
     names = [w.name for w in state.workers]
-    raise SandboxError(f"no sandbox worker '{text}'{did_you_mean(text, names)} (workers: {', '.join(names)}; "
-                       f"or their index 0-{len(names) - 1})")
+    raise SandboxError(
+        f"no sandbox worker '{text}'{did_you_mean(text, names)} (workers: {', '.join(names)}; "
+        f"or their index 0-{len(names) - 1})"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -658,20 +720,29 @@ def _sshd_version() -> tuple[int, int] | None:
 def preflight() -> None:
     """Raise SandboxError with the exact fix if this machine cannot run the sandbox."""
     if os.geteuid() != 0:
-        raise SandboxError("the local slice needs root (it creates mount namespaces and binds sshd to port 22)",
-                           hint="run it as root, e.g. `sudo orch sandbox up ...`")
+        raise SandboxError(
+            "the local slice needs root (it creates mount namespaces and binds sshd to port 22)",
+            hint="run it as root, e.g. `sudo orch sandbox up ...`",
+        )
     if not os.path.exists(SSHD):
         raise SandboxError(f"no OpenSSH server: {SSHD} is missing", hint="apt-get install openssh-server")
-    for tool, package in (("unshare", "util-linux"), ("setsid", "util-linux"), ("mount", "mount"),
-                          ("hostname", "hostname")):
+    for tool, package in (
+        ("unshare", "util-linux"),
+        ("setsid", "util-linux"),
+        ("mount", "mount"),
+        ("hostname", "hostname"),
+    ):
         if not shutil.which(tool):
             raise SandboxError(f"`{tool}` is not installed", hint=f"apt-get install {package}")
-    probe = subprocess.run(["unshare", "--mount", "--uts", "--propagation", "private", "true"],
-                           capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        ["unshare", "--mount", "--uts", "--propagation", "private", "true"], capture_output=True, text=True, timeout=30
+    )
     if probe.returncode != 0:
-        raise SandboxError(f"cannot create mount/UTS namespaces: {probe.stderr.strip() or probe.returncode}",
-                           hint="run as root on a host or VM that allows them (in a container: --privileged, "
-                                "or at least CAP_SYS_ADMIN with unconfined seccomp/AppArmor)")
+        raise SandboxError(
+            f"cannot create mount/UTS namespaces: {probe.stderr.strip() or probe.returncode}",
+            hint="run as root on a host or VM that allows them (in a container: --privileged, "
+            "or at least CAP_SYS_ADMIN with unconfined seccomp/AppArmor)",
+        )
     try:
         with open("/etc/shadow") as fh:
             root = next((line.split(":") for line in fh if line.startswith("root:")), None)
@@ -679,8 +750,10 @@ def preflight() -> None:
         root = None
     if root and len(root) > 1 and root[1].startswith("!"):
         # With UsePAM no, sshd refuses every login to a locked account, keys included.
-        raise SandboxError("root's account is locked ('!' in /etc/shadow), so sshd refuses key logins as root",
-                           hint="usermod -p '*' root   (no password, but not locked)")
+        raise SandboxError(
+            "root's account is locked ('!' in /etc/shadow), so sshd refuses key logins as root",
+            hint="usermod -p '*' root   (no password, but not locked)",
+        )
 
 
 def _address_free(address: str, port: int) -> bool:
@@ -692,8 +765,10 @@ def _address_free(address: str, port: int) -> bool:
             if exc.errno == errno.EADDRINUSE:
                 return False
             if exc.errno == errno.EADDRNOTAVAIL:
-                raise SandboxError(f"{address} is not a local address on this machine",
-                                   hint=f"use a 127.x.y.z address, e.g. --base-address {DEFAULT_BASE_ADDRESS}") from None
+                raise SandboxError(
+                    f"{address} is not a local address on this machine",
+                    hint=f"use a 127.x.y.z address, e.g. --base-address {DEFAULT_BASE_ADDRESS}",
+                ) from None
             raise
     return True
 
@@ -720,8 +795,9 @@ def _check_addresses(addresses: Sequence[str], port: int, workers: int) -> None:
     raise SandboxError(
         f"{', '.join(f'{a}:{port}' for a in busy)} already in use (another sandbox or sshd listens there)",
         hint=(f"pick free addresses, e.g. --base-address {suggestion}, " if suggestion else "")
-             + f"or find the listener with `ss -ltnp 'sport = :{port}'` and stop it "
-               "(a sandbox: `orch sandbox down --dir ITS_DIR`)")
+        + f"or find the listener with `ss -ltnp 'sport = :{port}'` and stop it "
+        "(a sandbox: `orch sandbox down --dir ITS_DIR`)",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -742,8 +818,12 @@ def _start_worker(dir: Path, name: str, address: str, port: int) -> None:
         ["hostname", name],
     ]
     # unshare execs sh, sh execs sshd: `$$` is the sshd's pid.
-    script = (f"echo $$ > {shlex.quote(str(pidfile))} && " + " && ".join(shlex.join(s) for s in steps)
-              + " && exec " + shlex.join([SSHD, "-D", "-e", "-f", str(wdir / "sshd_config")]))
+    script = (
+        f"echo $$ > {shlex.quote(str(pidfile))} && "
+        + " && ".join(shlex.join(s) for s in steps)
+        + " && exec "
+        + shlex.join([SSHD, "-D", "-e", "-f", str(wdir / "sshd_config")])
+    )
     argv = ["setsid", "-f", "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script]
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     with open(wdir / "sshd.log", "ab") as log:
@@ -782,20 +862,36 @@ def _wait_ready(dir: Path, wanted: dict[str, tuple[int, str]], port: int, timeou
                 continue
             info = _proc(pid)
             if info is None or info.state in ("Z", "X", "x"):
-                raise SandboxError(f"{name}: sshd exited during start-up: {_log_tail(dir, name) or 'no output'}",
-                                   hint=f"see {dir / 'workers' / name / 'sshd.log'}")
+                raise SandboxError(
+                    f"{name}: sshd exited during start-up: {_log_tail(dir, name) or 'no output'}",
+                    hint=f"see {dir / 'workers' / name / 'sshd.log'}",
+                )
             if _banner(address, port):
-                ready.append(WorkerState(name=name, index=index, address=address, port=port, hostname=name,
-                                         pid=pid, starttime=info.starttime, mnt_ns=_ns(pid, "mnt") or 0,
-                                         uts_ns=_ns(pid, "uts") or 0))
+                ready.append(
+                    WorkerState(
+                        name=name,
+                        index=index,
+                        address=address,
+                        port=port,
+                        hostname=name,
+                        pid=pid,
+                        starttime=info.starttime,
+                        mnt_ns=_ns(pid, "mnt") or 0,
+                        uts_ns=_ns(pid, "uts") or 0,
+                    )
+                )
                 del pending[name]
         if not pending:
             break
         if time.monotonic() > deadline:
-            late = ", ".join(f"{n} ({a}:{port}{': ' + _log_tail(dir, n, 1) if _log_tail(dir, n, 1) else ''})"
-                             for n, (_, a) in pending.items())
-            raise SandboxError(f"{len(wanted) - len(pending)}/{len(wanted)} workers ready after {timeout:g}s; "
-                               f"not answering: {late}", hint=f"logs: {dir / 'workers'}/<worker>/sshd.log")
+            late = ", ".join(
+                f"{n} ({a}:{port}{': ' + _log_tail(dir, n, 1) if _log_tail(dir, n, 1) else ''})"
+                for n, (_, a) in pending.items()
+            )
+            raise SandboxError(
+                f"{len(wanted) - len(pending)}/{len(wanted)} workers ready after {timeout:g}s; not answering: {late}",
+                hint=f"logs: {dir / 'workers'}/<worker>/sshd.log",
+            )
         time.sleep(0.05)
     return sorted(ready, key=lambda w: w.index)
 
@@ -825,13 +921,22 @@ def _prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], por
     _write_atomic(dir / "known_hosts", "\n".join(known) + "\n")
     # Like a slice's VPC DNS: every worker resolves every worker's hostname
     # (collective backends bind to the address their own hostname resolves to).
-    _write_atomic(dir / "hosts", "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
-                  + "".join(f"{a} {worker_name(i)}\n" for i, a in enumerate(addresses)))
-    check = subprocess.run([SSHD, "-t", "-f", str(dir / "workers" / worker_name(0) / "sshd_config")],
-                           capture_output=True, text=True, timeout=30)
+    _write_atomic(
+        dir / "hosts",
+        "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+        + "".join(f"{a} {worker_name(i)}\n" for i, a in enumerate(addresses)),
+    )
+    check = subprocess.run(
+        [SSHD, "-t", "-f", str(dir / "workers" / worker_name(0) / "sshd_config")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if check.returncode != 0:
-        raise SandboxError(f"sshd rejects the generated config: {check.stderr.strip()}",
-                           hint=f"see {dir / 'workers' / worker_name(0) / 'sshd_config'}")
+        raise SandboxError(
+            f"sshd rejects the generated config: {check.stderr.strip()}",
+            hint=f"see {dir / 'workers' / worker_name(0) / 'sshd_config'}",
+        )
     _write_atomic(dir / "fleet.yaml", render_fleet(dir, addresses, lanes, port))
 
 
@@ -839,9 +944,15 @@ def _prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], por
 # Public operations
 
 
-def up(dir: str | os.PathLike, workers: int, lanes: Sequence[LaneSpec | str] | None = None,
-       base_address: str = DEFAULT_BASE_ADDRESS, *, port: int = PORT,
-       timeout: float = READY_TIMEOUT) -> SandboxState:
+def up(
+    dir: str | os.PathLike,
+    workers: int,
+    lanes: Sequence[LaneSpec | str] | None = None,
+    base_address: str = DEFAULT_BASE_ADDRESS,
+    *,
+    port: int = PORT,
+    timeout: float = READY_TIMEOUT,
+) -> SandboxState:
     """Start a local slice of `workers` sshd workers in `dir` and write `dir/fleet.yaml`.
 
     Running it again with the same shape changes nothing (workers found dead
@@ -861,7 +972,8 @@ def up(dir: str | os.PathLike, workers: int, lanes: Sequence[LaneSpec | str] | N
                 raise SandboxError(
                     f"a sandbox is already running in {path} ({_describe_shape(state.shape)}); "
                     f"asked for {_describe_shape(shape)}",
-                    hint=f"run `orch sandbox down --dir {path}` first")
+                    hint=f"run `orch sandbox down --dir {path}` first",
+                )
             if alive:
                 return _restart_dead(path, state, timeout)
         _teardown(path, state)
@@ -874,8 +986,16 @@ def up(dir: str | os.PathLike, workers: int, lanes: Sequence[LaneSpec | str] | N
         except BaseException:
             _teardown(path, _read_state(path))
             raise
-        state = SandboxState(dir=str(path), slice=SLICE, base_address=base_address, port=port, lanes=specs,
-                             workers=tuple(started), fleet_path=str(path / "fleet.yaml"), started_at=time.time())
+        state = SandboxState(
+            dir=str(path),
+            slice=SLICE,
+            base_address=base_address,
+            port=port,
+            lanes=specs,
+            workers=tuple(started),
+            fleet_path=str(path / "fleet.yaml"),
+            started_at=time.time(),
+        )
         _write_state(state)
         return state
 
@@ -888,9 +1008,11 @@ def _restart_dead(dir: Path, state: SandboxState, timeout: float) -> SandboxStat
         _kill_all(w)  # leftovers in its old namespaces
     busy = [w for w in dead if not _address_free(w.address, w.port)]
     if busy:
-        raise SandboxError(f"cannot restart {', '.join(w.name for w in busy)}: "
-                           f"{', '.join(f'{w.address}:{w.port}' for w in busy)} taken by another process",
-                           hint=f"run `orch sandbox down --dir {dir}` first")
+        raise SandboxError(
+            f"cannot restart {', '.join(w.name for w in busy)}: "
+            f"{', '.join(f'{w.address}:{w.port}' for w in busy)} taken by another process",
+            hint=f"run `orch sandbox down --dir {dir}` first",
+        )
     for w in dead:
         _start_worker(dir, w.name, w.address, w.port)
     fresh = {w.name: w for w in _wait_ready(dir, {w.name: (w.index, w.address) for w in dead}, state.port, timeout)}
@@ -963,8 +1085,18 @@ def status(dir: str | os.PathLike) -> SandboxStatus:
         else:
             condition = "running"
         members = _worker_processes(w, procs)
-        rows.append(WorkerStatus(name=w.name, index=w.index, address=w.address, port=w.port, hostname=w.hostname,
-                                 pid=w.pid, state=condition, processes=len(members)))
+        rows.append(
+            WorkerStatus(
+                name=w.name,
+                index=w.index,
+                address=w.address,
+                port=w.port,
+                hostname=w.hostname,
+                pid=w.pid,
+                state=condition,
+                processes=len(members),
+            )
+        )
     return SandboxStatus(dir=str(path), fleet_path=state.fleet_path, workers=tuple(rows))
 
 
@@ -981,9 +1113,11 @@ def _live_worker(dir: str | os.PathLike, worker: str | int) -> tuple[SandboxStat
     state = load_state(dir)
     ws = state.worker(worker)
     if not _alive(ws):
-        raise SandboxError(f"{ws.name} is dead (its sshd {ws.pid} is gone)",
-                           hint=f"`orch sandbox up --dir {state.dir} --workers {len(state.workers)}` "
-                                "with the same options starts it again")
+        raise SandboxError(
+            f"{ws.name} is dead (its sshd {ws.pid} is gone)",
+            hint=f"`orch sandbox up --dir {state.dir} --workers {len(state.workers)}` "
+            "with the same options starts it again",
+        )
     return state, ws
 
 
@@ -1022,8 +1156,11 @@ def regenerate_host_key(dir: str | os.PathLike, worker: str | int, *, timeout: f
         public = _new_key(path / "workers" / ws.name / "ssh_host_ed25519_key", f"root@{ws.name}")
         _start_worker(path, ws.name, ws.address, ws.port)
         fresh = _wait_ready(path, {ws.name: (ws.index, ws.address)}, ws.port, timeout)[0]
-        _write_state(SandboxState(**{**state.__dict__,
-                                     "workers": tuple(fresh if w.name == ws.name else w for w in state.workers)}))
+        _write_state(
+            SandboxState(
+                **{**state.__dict__, "workers": tuple(fresh if w.name == ws.name else w for w in state.workers)}
+            )
+        )
     return public
 
 

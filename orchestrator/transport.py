@@ -17,10 +17,10 @@ import os
 import shlex
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 from orchestrator.errors import HostKeyError, OrchError
 from orchestrator.fleet import SshSettings, WorkerRef
@@ -57,7 +57,7 @@ class Result:
     stdout: str = ""
     stderr: str = ""
     elapsed: float = 0.0
-    error: str | None = None       # transport-level failure, when there is no exit code
+    error: str | None = None  # transport-level failure, when there is no exit code
     # "timeout", "connect", "host-key", "auth": the worker could not be talked to;
     # "remote": it answered with an error (e.g. SFTP: disk full, no such directory);
     # "local": the controller's side failed (e.g. the local file is missing).
@@ -85,9 +85,17 @@ class Result:
         return f"exit {self.exit_code}" + (f": {last}" if last else "")
 
     def to_dict(self) -> dict:
-        return {"host": self.host, "argv": list(self.argv), "ok": self.ok, "exit_code": self.exit_code,
-                "stdout_tail": self.tail("stdout"), "stderr_tail": self.tail("stderr"),
-                "elapsed": round(self.elapsed, 3), "error": self.error, "error_kind": self.error_kind}
+        return {
+            "host": self.host,
+            "argv": list(self.argv),
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "stdout_tail": self.tail("stdout"),
+            "stderr_tail": self.tail("stderr"),
+            "elapsed": round(self.elapsed, 3),
+            "error": self.error,
+            "error_kind": self.error_kind,
+        }
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -139,7 +147,7 @@ def _remote_runner_class():
 class _HostKeyPolicy:
     """Refuse unknown keys (strict) or record them (accept-new); never auto-add silently."""
 
-    def __init__(self, transport: "Transport", worker: WorkerRef, role: str = ""):
+    def __init__(self, transport: Transport, worker: WorkerRef, role: str = ""):
         self.transport = transport
         self.worker = worker
         self.role = role  # "jump host " for a ProxyJump hop on the way to `worker`
@@ -156,9 +164,11 @@ class _HostKeyPolicy:
             return
         raise HostKeyError(
             f"host key for {self.role}{hostname} is not in {t.known_hosts_display} ({key.get_name()} {fingerprint}); "
-            "refusing to connect", host=self.worker.name,
+            "refusing to connect",
+            host=self.worker.name,
             hint=f"verify that fingerprint out of band, then add it: {_keyscan_fix(hostname, t.known_hosts_display)}"
-                 " (or run once with --host-key-policy accept-new)")
+            " (or run once with --host-key-policy accept-new)",
+        )
 
 
 def _keyscan_fix(known_name: str, known_hosts: str) -> str:
@@ -171,11 +181,19 @@ def _keyscan_fix(known_name: str, known_hosts: str) -> str:
 class Transport:
     """Parallel SSH to a set of workers, one reused connection per worker."""
 
-    def __init__(self, workers: Iterable[WorkerRef], settings: SshSettings | None = None, *,
-                 known_hosts: Path | None = None, base_dir: Path | None = None,
-                 host_key_policy: str | None = None, connect_timeout: float | None = None,
-                 command_timeout: float | None = None, max_parallel: int | None = None,
-                 transfer_timeout: float | None = None):
+    def __init__(
+        self,
+        workers: Iterable[WorkerRef],
+        settings: SshSettings | None = None,
+        *,
+        known_hosts: Path | None = None,
+        base_dir: Path | None = None,
+        host_key_policy: str | None = None,
+        connect_timeout: float | None = None,
+        command_timeout: float | None = None,
+        max_parallel: int | None = None,
+        transfer_timeout: float | None = None,
+    ):
         settings = settings or SshSettings()
         self.workers = {w.name: w for w in workers}
         self.base_dir = base_dir or Path.cwd()
@@ -231,26 +249,47 @@ class Transport:
             key = Path(os.path.expanduser(w.identity_file))
             key_file = str(key if key.is_absolute() else self.base_dir / key)
         overrides = {"runners": {"remote": _remote_runner_class()}}
-        config = Config(runtime_ssh_path=self.ssh_config_path, overrides=overrides) if self.ssh_config_path \
+        config = (
+            Config(runtime_ssh_path=self.ssh_config_path, overrides=overrides)
+            if self.ssh_config_path
             else Config(overrides=overrides)
+        )
         conn = self._checked_connection(w.host, w, config, user=w.user, port=w.port, key_file=key_file)
         conn.gateway = self._gateway(conn, w, config, ())
         return conn
 
-    def _checked_connection(self, host: str, w: WorkerRef, config, *, user: str | None = None,
-                            port: int | None = None, key_file: str | None = None, role: str = ""):
+    def _checked_connection(
+        self,
+        host: str,
+        w: WorkerRef,
+        config,
+        *,
+        user: str | None = None,
+        port: int | None = None,
+        key_file: str | None = None,
+        role: str = "",
+    ):
         """A Connection with our host-key policy, known_hosts and timeouts (no gateway yet)."""
         from fabric import Connection
 
-        connect_kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
-                          "channel_timeout": self.connect_timeout}
+        connect_kwargs = {
+            "banner_timeout": self.connect_timeout,
+            "auth_timeout": self.connect_timeout,
+            "channel_timeout": self.connect_timeout,
+        }
         if key_file:
             connect_kwargs["key_filename"] = key_file
             connect_kwargs["look_for_keys"] = False
         # gateway=False: Fabric must not build a gateway from ssh_config itself (unchecked hops).
-        conn = Connection(host, user=user, port=port, config=config, gateway=False,
-                          connect_timeout=max(1, int(round(self.connect_timeout))),
-                          connect_kwargs=connect_kwargs)
+        conn = Connection(
+            host,
+            user=user,
+            port=port,
+            config=config,
+            gateway=False,
+            connect_timeout=max(1, int(round(self.connect_timeout))),
+            connect_kwargs=connect_kwargs,
+        )
         conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role))
         if self.known_hosts_path.exists():
             conn.client.load_host_keys(str(self.known_hosts_path))
@@ -277,8 +316,9 @@ class Transport:
                 if hop_conn.original_host in via:
                     loop = " -> ".join((*via, conn.original_host, hop_conn.original_host))
                     raise OrchError(f"ProxyJump loop in ssh config: {loop}", host=w.name)
-                hop_conn.gateway = prev if prev is not None else \
-                    self._gateway(hop_conn, w, config, (*via, conn.original_host))
+                hop_conn.gateway = (
+                    prev if prev is not None else self._gateway(hop_conn, w, config, (*via, conn.original_host))
+                )
                 prev = hop_conn
             return prev
         if conn.ssh_config.get("proxycommand"):
@@ -298,7 +338,7 @@ class Transport:
             self._drop(name)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> "Transport":
+    def __enter__(self) -> Transport:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -328,9 +368,16 @@ class Transport:
 
     # -- the three I/O methods --------------------------------------------
 
-    def run_one(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                timeout: float | None = None, stdin: str | None = None,
-                on_line: Callable[[str, str, str], None] | None = None) -> Result:
+    def run_one(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: Callable[[str, str, str], None] | None = None,
+    ) -> Result:
         """Run one command on one worker. `on_line(host, stream, line)` streams output."""
         from invoke.exceptions import CommandTimedOut
 
@@ -340,17 +387,29 @@ class Transport:
         writers = {}
         try:
             conn = self._connection(name)
-            kwargs = dict(hide=True, warn=True, pty=False, timeout=timeout + CLIENT_GRACE,
-                          in_stream=io.StringIO(stdin) if stdin is not None else False)
+            kwargs = dict(
+                hide=True,
+                warn=True,
+                pty=False,
+                timeout=timeout + CLIENT_GRACE,
+                in_stream=io.StringIO(stdin) if stdin is not None else False,
+            )
             if on_line:
                 writers = {s: _LineWriter(lambda text, s=s: on_line(name, s, text)) for s in ("stdout", "stderr")}
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
             res = conn.run(line, **kwargs)
         except CommandTimedOut as exc:
             self._drop(name)
-            return Result(host=name, argv=tuple(argv), exit_code=None, stdout=exc.result.stdout,
-                          stderr=exc.result.stderr, elapsed=time.monotonic() - start,
-                          error=f"timed out after {timeout:g}s", error_kind="timeout")
+            return Result(
+                host=name,
+                argv=tuple(argv),
+                exit_code=None,
+                stdout=exc.result.stdout,
+                stderr=exc.result.stderr,
+                elapsed=time.monotonic() - start,
+                error=f"timed out after {timeout:g}s",
+                error_kind="timeout",
+            )
         except Exception as exc:
             return self.failure(name, argv, exc, time.monotonic() - start)
         finally:
@@ -358,10 +417,19 @@ class Transport:
                 w.flush_rest()
         elapsed = time.monotonic() - start
         if res.exited == 124 and elapsed + TIMEOUT_SLACK >= timeout:
-            return Result(host=name, argv=tuple(argv), exit_code=None, stdout=res.stdout, stderr=res.stderr,
-                          elapsed=elapsed, error=f"timed out after {timeout:g}s", error_kind="timeout")
-        return Result(host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout,
-                      stderr=res.stderr, elapsed=elapsed)
+            return Result(
+                host=name,
+                argv=tuple(argv),
+                exit_code=None,
+                stdout=res.stdout,
+                stderr=res.stderr,
+                elapsed=elapsed,
+                error=f"timed out after {timeout:g}s",
+                error_kind="timeout",
+            )
+        return Result(
+            host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout, stderr=res.stderr, elapsed=elapsed
+        )
 
     def run(self, argv: Sequence[str], hosts: Iterable[str] | None = None, **kwargs) -> dict[str, Result]:
         """Run the same command on many workers in parallel."""
@@ -390,8 +458,9 @@ class Transport:
         try:
             Path(local).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            return Result(host=name, argv=argv, exit_code=None, error=f"cannot create local directory: {exc}",
-                          error_kind="local")
+            return Result(
+                host=name, argv=argv, exit_code=None, error=f"cannot create local directory: {exc}", error_kind="local"
+            )
         return self._copy(name, argv, remote, lambda conn: conn.get(remote, str(local)))
 
     def _copy(self, name: str, argv: tuple[str, ...], remote: str, transfer: Callable) -> Result:
@@ -415,7 +484,6 @@ class Transport:
     def _sftp(self, conn):
         """The connection's SFTP session, its channel limited to `transfer_timeout` of silence
         (opened and configured once per connection; Fabric's put/get reuse it)."""
-        import socket
 
         if getattr(conn, "_orch_sftp", None) is not None:
             return conn._orch_sftp
@@ -435,18 +503,19 @@ class Transport:
             sftp = conn.sftp()
         except Exception:
             if gave_up.is_set():
-                raise socket.timeout(f"no SFTP session within {self.transfer_timeout:g}s") from None
+                raise TimeoutError(f"no SFTP session within {self.transfer_timeout:g}s") from None
             raise
         finally:
             timer.cancel()
         if gave_up.is_set():  # opened just as the timer closed the connection
-            raise socket.timeout(f"no SFTP session within {self.transfer_timeout:g}s")
+            raise TimeoutError(f"no SFTP session within {self.transfer_timeout:g}s")
         sftp.get_channel().settimeout(self.transfer_timeout)
         conn._orch_sftp = sftp
         return sftp
 
-    def _copy_failure(self, name: str, argv: tuple[str, ...], remote: str, exc: BaseException,
-                      elapsed: float) -> Result:
+    def _copy_failure(
+        self, name: str, argv: tuple[str, ...], remote: str, exc: BaseException, elapsed: float
+    ) -> Result:
         """Why a started copy failed: the worker went silent, the SFTP server refused, or our side."""
         import socket
 
@@ -455,8 +524,13 @@ class Transport:
         reason = _sftp_refusal(exc)
         if isinstance(exc, (socket.timeout, TimeoutError)):
             self._drop(name)  # the SFTP session is mid-request: unusable
-            kind, text = "timeout", (f"{what} timed out: {w.host}:{w.port or 22} sent nothing for "
-                                     f"{self.transfer_timeout:g}s (worker hung?)")
+            kind, text = (
+                "timeout",
+                (
+                    f"{what} timed out: {w.host}:{w.port or 22} sent nothing for "
+                    f"{self.transfer_timeout:g}s (worker hung?)"
+                ),
+            )
         elif reason is not None:
             # The worker answered: the connection is fine, keep it.
             kind, text = "remote", f"{what} failed on the worker: {reason}"
@@ -466,16 +540,16 @@ class Transport:
             return self.failure(name, argv, exc, elapsed)
         return Result(host=name, argv=argv, exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
 
-    def get(self, remote: str, local_for: Callable[[WorkerRef], str | os.PathLike],
-            hosts: Iterable[str] | None = None) -> dict[str, Result]:
+    def get(
+        self, remote: str, local_for: Callable[[WorkerRef], str | os.PathLike], hosts: Iterable[str] | None = None
+    ) -> dict[str, Result]:
         return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
 
 
 def _chain(conn) -> list:
     """`conn` and the Connections of its ProxyJump hops, target first."""
     out = []
-    while conn is not None and conn is not False and not isinstance(conn, str) \
-            and not any(c is conn for c in out):
+    while conn is not None and conn is not False and not isinstance(conn, str) and not any(c is conn for c in out):
         out.append(conn)
         conn = conn.gateway
     return out
@@ -530,18 +604,22 @@ def classify_exception(exc: BaseException, transport: Transport, name: str) -> t
             f"HOST KEY CHANGED for {known}: known_hosts has {exc.expected_key.get_name()} "
             f"{exc.expected_key.fingerprint}, the worker offered {exc.key.get_name()} {exc.key.fingerprint}; "
             f"refusing to connect -- if the worker was really rebuilt, remove the old key: "
-            f"ssh-keygen -f {shlex.quote(transport.known_hosts_display)} -R {shlex.quote(known)}")
+            f"ssh-keygen -f {shlex.quote(transport.known_hosts_display)} -R {shlex.quote(known)}"
+        )
     if isinstance(exc, paramiko.AuthenticationException):
         return "auth", f"authentication failed for {w.user if w and w.user else 'the ssh user'}@{target}: {exc}"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "timeout", f"connect to {target} timed out after {transport.connect_timeout:g}s"
-    if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc).lower()
-                                                   or "no existing session" in str(exc).lower()):
-        return "timeout", (f"no SSH banner from {target} within {transport.connect_timeout:g}s "
-                           "(host hung or overloaded)")
+    if isinstance(exc, paramiko.SSHException) and (
+        "banner" in str(exc).lower() or "no existing session" in str(exc).lower()
+    ):
+        return "timeout", (
+            f"no SSH banner from {target} within {transport.connect_timeout:g}s (host hung or overloaded)"
+        )
     if isinstance(exc, paramiko.SSHException) and "timeout opening channel" in str(exc).lower():
-        return "timeout", (f"{target} opened no SSH channel within {transport.connect_timeout:g}s "
-                           "(host hung or overloaded)")
+        return "timeout", (
+            f"{target} opened no SSH channel within {transport.connect_timeout:g}s (host hung or overloaded)"
+        )
     if isinstance(exc, (ConnectionRefusedError,)):
         return "connect", f"connection to {target} refused (sshd not running?)"
     if isinstance(exc, (OSError, paramiko.SSHException, EOFError)):

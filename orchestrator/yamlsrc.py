@@ -9,9 +9,10 @@ every mapping key and sequence item by its path.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -113,15 +114,18 @@ class _Builder:
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if key_node.tag == "tag:yaml.org,2002:merge":
-                raise ConfigError(f"{name}:{line} {format_path(path)}: YAML merge keys ('<<') "
-                                  "are not supported; write the values out")
+                raise ConfigError(
+                    f"{name}:{line} {format_path(path)}: YAML merge keys ('<<') are not supported; write the values out"
+                )
             if not isinstance(key_node, yaml.ScalarNode):
                 raise ConfigError(f"{name}:{line} {format_path(path)}: mapping keys must be plain scalars")
             key = self.loader.construct_object(key_node)
             child = path + (key,)
             if key in out:
-                raise ConfigError(f"{name}:{line} {format_path(child)}: duplicate key '{key}' "
-                                  f"(first defined on line {self.located.lines[child]})")
+                raise ConfigError(
+                    f"{name}:{line} {format_path(child)}: duplicate key '{key}' "
+                    f"(first defined on line {self.located.lines[child]})"
+                )
             self.located.lines[child] = line
             out[key] = self.build(value_node, child)
         return out

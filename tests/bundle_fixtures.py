@@ -53,8 +53,11 @@ def lane_fleet(slice4, name: str, lane: dict) -> Path:
 @pytest.fixture(scope="session")
 def tpu_fleet(slice4) -> Path:
     """A lane `tpu` that intends a TPU, on the jax-libtpu bundle (this machine has no TPU)."""
-    return lane_fleet(slice4, "tpu", {"workers": "all", "bundle": "jax-libtpu", "runtime": "tpu",
-                                      "cache": "per-host", "platform": "tpu"})
+    return lane_fleet(
+        slice4,
+        "tpu",
+        {"workers": "all", "bundle": "jax-libtpu", "runtime": "tpu", "cache": "per-host", "platform": "tpu"},
+    )
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +68,11 @@ def jax_libtpu_lane(slice4, tpu_fleet) -> ActiveLane:
 @pytest.fixture(scope="session")
 def torch_cpu_fleet(slice4) -> Path:
     """A fleet file for the same 4 workers with one lane `torch` on the torch-cpu bundle."""
-    return lane_fleet(slice4, "torch", {"workers": "all", "bundle": "torch-cpu", "runtime": "cpu",
-                                        "cache": "per-host", "platform": "cpu"})
+    return lane_fleet(
+        slice4,
+        "torch",
+        {"workers": "all", "bundle": "torch-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"},
+    )
 
 
 @pytest.fixture(scope="session")

@@ -59,30 +59,60 @@ class SliceHandle:
     def address(self, worker: str | int) -> str:
         return self.state.worker(worker).address
 
-    def orch(self, *args: str, check: bool = True, timeout: float = 120,
-             input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    def orch(
+        self, *args: str, check: bool = True, timeout: float = 120, input: str | None = None, env: dict | None = None
+    ) -> subprocess.CompletedProcess:
         """Run the `orch` CLI against this sandbox (ORCH_FLEET and ORCH_SANDBOX_DIR point here)."""
-        full_env = {**os.environ, "ORCH_FLEET": str(self.fleet_path), sandbox.DIR_ENV: str(self.dir),
-                    **(env or {})}
-        proc = subprocess.run([orch_executable(), *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, input=input, env=full_env)
+        full_env = {**os.environ, "ORCH_FLEET": str(self.fleet_path), sandbox.DIR_ENV: str(self.dir), **(env or {})}
+        proc = subprocess.run(
+            [orch_executable(), *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            env=full_env,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"orch {shlex.join(map(str, args))} exited {proc.returncode}\n"
-                                 f"--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}")
+            raise AssertionError(
+                f"orch {shlex.join(map(str, args))} exited {proc.returncode}\n"
+                f"--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
+            )
         return proc
 
     def ssh_argv(self, worker: str | int, connect_timeout: float = 5) -> list[str]:
         """Plain OpenSSH to one worker with this sandbox's key and strict host keys."""
-        return ["ssh", "-i", str(self.dir / "id_ed25519"), "-o", f"UserKnownHostsFile={self.dir / 'known_hosts'}",
-                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                "-o", f"ConnectTimeout={connect_timeout:g}", "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                f"root@{self.address(worker)}"]
+        return [
+            "ssh",
+            "-i",
+            str(self.dir / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={self.dir / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            f"ConnectTimeout={connect_timeout:g}",
+            "-o",
+            "ControlMaster=no",
+            "-o",
+            "ControlPath=none",
+            f"root@{self.address(worker)}",
+        ]
 
-    def ssh(self, worker: str | int, *argv: str, connect_timeout: float = 5, timeout: float = 60,
-            check: bool = False) -> subprocess.CompletedProcess:
+    def ssh(
+        self, worker: str | int, *argv: str, connect_timeout: float = 5, timeout: float = 60, check: bool = False
+    ) -> subprocess.CompletedProcess:
         """Run `argv` on one worker over plain ssh (quoted once, for the remote shell)."""
-        proc = subprocess.run([*self.ssh_argv(worker, connect_timeout), shlex.join(argv)], capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [*self.ssh_argv(worker, connect_timeout), shlex.join(argv)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"ssh {worker} {shlex.join(argv)} exited {proc.returncode}: {proc.stderr}")
         return proc
@@ -128,8 +158,13 @@ def start_sandbox(workers: int, lanes=None) -> SliceHandle:
     except BaseException:
         sandbox.down(directory)
         raise
-    return SliceHandle(dir=directory, state=state, fleet_path=Path(state.fleet_path),
-                       workers=[w.name for w in state.workers], fleet=load_fleet(state.fleet_path))
+    return SliceHandle(
+        dir=directory,
+        state=state,
+        fleet_path=Path(state.fleet_path),
+        workers=[w.name for w in state.workers],
+        fleet=load_fleet(state.fleet_path),
+    )
 
 
 def _remove_abandoned_sandboxes() -> None:

@@ -13,8 +13,15 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from orchestrator.bundle import (LockedWheel, ResolutionError, cache_path, compute_bundle_id, lock_bundle,
-                                 read_lock, write_lock)
+from orchestrator.bundle import (
+    LockedWheel,
+    ResolutionError,
+    cache_path,
+    compute_bundle_id,
+    lock_bundle,
+    read_lock,
+    write_lock,
+)
 from orchestrator.cli import main
 from orchestrator.errors import BundleError, ConfigError
 from orchestrator.fleet import load_fleet
@@ -41,8 +48,7 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("wheel-cache")
 
 
-SMALL = {"small": {"python": "3.11", "pins": ["ml_dtypes==0.5.4"],
-                   "provenance": {"note": "mirror wheels"}}}
+SMALL = {"small": {"python": "3.11", "pins": ["ml_dtypes==0.5.4"], "provenance": {"note": "mirror wheels"}}}
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +73,13 @@ def test_locking_a_small_bundle_lists_every_wheel_with_hash_size_source_and_its_
     assert numpy.requires_python == ">=3.11" and numpy.requires_dist == ()
     assert (lock.python, lock.pins, lock.provenance) == ("3.11", ("ml_dtypes==0.5.4",), {"note": "mirror wheels"})
     assert lock.resolver["tool"] == "pip" and lock.resolver["pip_version"]
-    assert lock.target == {"implementation": "cp", "python": "3.11", "platform": "linux", "machine": "x86_64",
-                           "max_glibc": "2.35"}
+    assert lock.target == {
+        "implementation": "cp",
+        "python": "3.11",
+        "platform": "linux",
+        "machine": "x86_64",
+        "max_glibc": "2.35",
+    }
     assert read_lock(result.path) == lock
     assert result.fetched_bytes == lock.total_size == ml.size + numpy.size
 
@@ -94,8 +105,17 @@ def test_the_lock_file_is_pretty_json_in_a_fixed_order(small_lock):
     assert list(doc) == ["schema_version", "bundle", "bundle_id", "spec", "target", "resolver", "wheels"]
     assert doc["schema_version"] == 1 and doc["bundle_id"] == result.lock.bundle_id
     assert list(doc["spec"]) == ["python", "pins", "source", "provenance"]
-    assert list(doc["wheels"][0]) == ["name", "version", "filename", "sha256", "size", "source",
-                                      "requires_python", "requires_dist", "tags"]
+    assert list(doc["wheels"][0]) == [
+        "name",
+        "version",
+        "filename",
+        "sha256",
+        "size",
+        "source",
+        "requires_python",
+        "requires_dist",
+        "tags",
+    ]
     assert [w["name"] for w in doc["wheels"]] == sorted(w["name"] for w in doc["wheels"])
     assert "time" not in text and "date" not in text
 
@@ -104,9 +124,11 @@ def test_the_bundle_id_covers_the_python_and_the_exact_files_but_not_notes_or_so
     _, result = small_lock
     lock = result.lock
     assert len(lock.bundle_id) == 16 and lock.bundle_id == compute_bundle_id("3.11", reversed(lock.wheels))
-    noted = dataclasses.replace(lock, provenance={"note": "other"},
-                                wheels=tuple(dataclasses.replace(w, source="https://mirror.example/" + w.filename)
-                                             for w in lock.wheels))
+    noted = dataclasses.replace(
+        lock,
+        provenance={"note": "other"},
+        wheels=tuple(dataclasses.replace(w, source="https://mirror.example/" + w.filename) for w in lock.wheels),
+    )
     assert noted.bundle_id == lock.bundle_id and noted.digest != lock.digest
     assert dataclasses.replace(lock, python="3.12").bundle_id != lock.bundle_id
     other = dataclasses.replace(lock.wheels[1], sha256="0" * 64)
@@ -155,27 +177,38 @@ def test_wheels_from_a_wheelhouse_next_to_fleet_yaml_are_recorded_relative_to_it
     house = tmp_path / "fleet" / "wheels" / "custom"
     house.mkdir(parents=True)
     shutil.copy(MIRROR / "opt_einsum-3.4.0-py3-none-any.whl", house)
-    fleet = load_fleet(write_fleet(tmp_path / "fleet", {"house": {
-        "python": "3.11", "pins": ["opt_einsum==3.4.0"],
-        "source": {"find_links": ["wheels/custom"], "no_index": True}}}))
+    fleet = load_fleet(
+        write_fleet(
+            tmp_path / "fleet",
+            {
+                "house": {
+                    "python": "3.11",
+                    "pins": ["opt_einsum==3.4.0"],
+                    "source": {"find_links": ["wheels/custom"], "no_index": True},
+                }
+            },
+        )
+    )
     lock = lock_bundle(fleet, "house", cache_root=tmp_path / "cache").lock
     (wheel,) = lock.wheels
     assert wheel.source == "wheels/custom/opt_einsum-3.4.0-py3-none-any.whl"
     assert wheel.sha256 == sha256_of(house / wheel.filename)
-    assert lock.source == {"find_links": ["wheels/custom"], "index_url": None, "extra_index_urls": [],
-                           "no_index": True}
+    assert lock.source == {"find_links": ["wheels/custom"], "index_url": None, "extra_index_urls": [], "no_index": True}
 
 
 def test_a_missing_wheelhouse_is_named_with_its_path(tmp_path):
-    fleet = load_fleet(write_fleet(tmp_path, {"house": {"python": "3.11", "pins": ["opt_einsum==3.4.0"],
-                                                        "source": {"find_links": ["wheels/none"]}}}))
+    fleet = load_fleet(
+        write_fleet(
+            tmp_path,
+            {"house": {"python": "3.11", "pins": ["opt_einsum==3.4.0"], "source": {"find_links": ["wheels/none"]}}},
+        )
+    )
     with pytest.raises(BundleError, match=r"find_links entry 'wheels/none' is not a directory \(.*wheels/none\)"):
         lock_bundle(fleet, "house", cache_root=tmp_path / "cache")
 
 
 def test_conflicting_pins_fail_with_the_bundle_the_pins_and_pips_own_reason(tmp_path):
-    fleet = load_fleet(write_fleet(tmp_path, {"skew": {"python": "3.11",
-                                                       "pins": ["jax==0.10.2", "numpy==1.26.4"]}}))
+    fleet = load_fleet(write_fleet(tmp_path, {"skew": {"python": "3.11", "pins": ["jax==0.10.2", "numpy==1.26.4"]}}))
     with pytest.raises(ResolutionError) as info:
         lock_bundle(fleet, "skew", cache_root=tmp_path / "cache")
     err = info.value
@@ -187,8 +220,9 @@ def test_conflicting_pins_fail_with_the_bundle_the_pins_and_pips_own_reason(tmp_
 
 
 def test_a_version_that_does_not_exist_names_that_pin(tmp_path):
-    fleet = load_fleet(write_fleet(tmp_path, {"typo": {"python": "3.11",
-                                                       "pins": ["ml_dtypes==0.5.4", "opt_einsum==9.9.9"]}}))
+    fleet = load_fleet(
+        write_fleet(tmp_path, {"typo": {"python": "3.11", "pins": ["ml_dtypes==0.5.4", "opt_einsum==9.9.9"]}})
+    )
     with pytest.raises(ResolutionError) as info:
         lock_bundle(fleet, "typo", cache_root=tmp_path / "cache")
     assert info.value.pins == ["opt_einsum==9.9.9"]
@@ -197,14 +231,21 @@ def test_a_version_that_does_not_exist_names_that_pin(tmp_path):
 
 
 def test_locking_the_jax_cpu_bundle_caches_every_wheel_in_under_a_minute(tmp_path, cache):
-    fleet = load_fleet(write_fleet(tmp_path, {"jax-cpu": {"python": "3.11",
-                                                          "pins": ["jax==0.10.2", "jaxlib==0.10.2"]}}))
+    fleet = load_fleet(
+        write_fleet(tmp_path, {"jax-cpu": {"python": "3.11", "pins": ["jax==0.10.2", "jaxlib==0.10.2"]}})
+    )
     start = time.monotonic()
     result = lock_bundle(fleet, "jax-cpu", cache_root=cache)
     elapsed = time.monotonic() - start
     lock = result.lock
-    assert {w.name: w.version for w in lock.wheels}.keys() == {"jax", "jaxlib", "ml-dtypes", "numpy",
-                                                                "opt-einsum", "scipy"}
+    assert {w.name: w.version for w in lock.wheels}.keys() == {
+        "jax",
+        "jaxlib",
+        "ml-dtypes",
+        "numpy",
+        "opt-einsum",
+        "scipy",
+    }
     assert lock.wheel("jaxlib").version == "0.10.2" and lock.wheel("jaxlib").size > 80_000_000
     assert "jaxlib<=0.10.2,>=0.10.1" in lock.wheel("jax").requires_dist
     for wheel in lock.wheels:
@@ -230,8 +271,16 @@ def test_orch_bundle_lock_prints_the_bundle_id_and_the_lock_path(tmp_path):
 
 
 def test_locked_wheels_round_trip_through_json():
-    wheel = LockedWheel(name="torch-xla", version="2.9.0", filename="torch_xla-2.9.0-cp311-cp311-x.whl",
-                        requires_python=">=3.10.0", requires_dist=('libtpu==0.0.21; extra == "tpu"',),
-                        tags=("cp311-cp311-x",), sha256="a" * 64, size=1, source="https://x/y.whl")
+    wheel = LockedWheel(
+        name="torch-xla",
+        version="2.9.0",
+        filename="torch_xla-2.9.0-cp311-cp311-x.whl",
+        requires_python=">=3.10.0",
+        requires_dist=('libtpu==0.0.21; extra == "tpu"',),
+        tags=("cp311-cp311-x",),
+        sha256="a" * 64,
+        size=1,
+        source="https://x/y.whl",
+    )
     assert LockedWheel.from_json(json.loads(json.dumps(wheel.to_json())), "w") == wheel
     assert wheel.project == "torch_xla" and wheel.label == "torch_xla 2.9.0"

@@ -82,8 +82,14 @@ def test_single_writer_gives_process_zero_the_writer_role_and_everyone_else_read
     writer, reader = cache.cache_plan(fleet, "train", w0), cache.cache_plan(fleet, "train", w1)
     assert (writer.role, reader.role) == ("writer", "reader")
     assert writer.writes and not reader.writes
-    assert writer.roots == reader.roots == {"jax": "/mnt/shared/cache/train/{bundle_id}/jax",
-                                            "torch_xla": "/mnt/shared/cache/train/{bundle_id}/torch_xla"}
+    assert (
+        writer.roots
+        == reader.roots
+        == {
+            "jax": "/mnt/shared/cache/train/{bundle_id}/jax",
+            "torch_xla": "/mnt/shared/cache/train/{bundle_id}/torch_xla",
+        }
+    )
     assert writer.lease == "/mnt/shared/cache/train/{bundle_id}/writer.lease"
     assert writer.writer == reader.writer == "s-w0" and writer.shared
 
@@ -147,8 +153,10 @@ def test_the_launch_file_carries_every_process_plan_and_the_dry_run_names_the_wr
     plan = plan_launch(fleet, "train", ["x.py"], run_id="r-1")
     doc = plan.launch_doc(plan.processes[1])
     assert doc["cache"]["processes"]["s-w1"]["role"] == "reader"
-    assert cache.describe(plan.cache) == ("cache policy shared: single-writer, s-w0 writes /mnt/shared/cache/"
-                                          "train/<bundle-id>/{jax,torch_xla} under a lease, 1 reader only read")
+    assert cache.describe(plan.cache) == (
+        "cache policy shared: single-writer, s-w0 writes /mnt/shared/cache/"
+        "train/<bundle-id>/{jax,torch_xla} under a lease, 1 reader only read"
+    )
     assert "orch configures no compilation cache" in cache.describe(plan_launch(fleet, "plain", ["x.py"]).cache)
 
 
@@ -158,11 +166,13 @@ def test_a_torch_only_lane_may_name_any_worker_as_its_writer(fleet):
 
 
 def test_a_relative_cache_root_is_refused_once_naming_the_policy():
-    text = FLEET.replace("shared: {mode: single-writer, root: /mnt/shared/cache}",
-                         "shared: {mode: single-writer, root: cache}")
+    text = FLEET.replace(
+        "shared: {mode: single-writer, root: /mnt/shared/cache}", "shared: {mode: single-writer, root: cache}"
+    )
     assert problems_of(text) == [
         "fleet.yaml:18 cache_policies.shared.root: cache root 'cache' must be an absolute path on the workers "
-        "(it is used as given on every worker)"]
+        "(it is used as given on every worker)"
+    ]
 
 
 # -- the writer lease ------------------------------------------------------------------
@@ -172,20 +182,34 @@ HOST = socket.gethostname()
 
 
 def lease_doc(pid: int, *, host: str = HOST, beat: float | None = None, starttime=None) -> dict:
-    return {"nonce": "n0", "holder": {"worker": "w0", "hostname": host, "pid": pid, "starttime": starttime,
-                                      "run_id": "run-a", "bundle_id": "b1"},
-            "heartbeat_at": time.time() if beat is None else beat}
+    return {
+        "nonce": "n0",
+        "holder": {
+            "worker": "w0",
+            "hostname": host,
+            "pid": pid,
+            "starttime": starttime,
+            "run_id": "run-a",
+            "bundle_id": "b1",
+        },
+        "heartbeat_at": time.time() if beat is None else beat,
+    }
 
 
 def test_a_lease_is_judged_by_its_holder_pid_on_its_own_host_and_by_the_heartbeat_elsewhere():
     now = 1000.0
     alive = {10: True, 11: False}.get
-    judge = lambda doc: lc.judge_lease(doc, now=now, hostname="h0", ttl=20,  # noqa: E731
-                                       alive=lambda pid, start=None: alive(pid, False))
+    judge = lambda doc: lc.judge_lease(
+        doc,
+        now=now,
+        hostname="h0",
+        ttl=20,  # noqa: E731
+        alive=lambda pid, start=None: alive(pid, False),
+    )
     assert judge(None) == ("none", "no writer lease")
     assert judge(lease_doc(10, host="h0", beat=999.0))[0] == "live"
     assert judge(lease_doc(11, host="h0", beat=999.0)) == ("stale", "its holder (pid 11 on h0) is gone")
-    assert judge(lease_doc(11, host="h1", beat=990.0))[0] == "live"   # another host: only the heartbeat counts
+    assert judge(lease_doc(11, host="h1", beat=990.0))[0] == "live"  # another host: only the heartbeat counts
     assert judge(lease_doc(11, host="h1", beat=900.0)) == ("stale", "its heartbeat expired 100s ago (ttl 20s)")
     assert judge({"holder": {}})[0] == "stale"
 
@@ -209,8 +233,14 @@ def dead_pid() -> tuple[int, int]:
 
 
 def holder(run: str) -> dict:
-    return {"worker": "w0", "hostname": HOST, "pid": os.getpid(), "starttime": lp.stat(os.getpid())["starttime"],
-            "run_id": run, "bundle_id": "b1"}
+    return {
+        "worker": "w0",
+        "hostname": HOST,
+        "pid": os.getpid(),
+        "starttime": lp.stat(os.getpid())["starttime"],
+        "run_id": run,
+        "bundle_id": "b1",
+    }
 
 
 def test_a_second_writer_is_refused_naming_the_live_holder(tmp_path, child):
@@ -315,10 +345,19 @@ def test_entries_are_counted_per_frontend_from_the_files_each_frontend_writes(tm
     (xla_dir / "123.bin").write_bytes(b"y" * 5)
     (xla_dir / "6225411816594850624650909673486042667").write_bytes(b"y" * 5)  # torch_xla 2.9 names
     assert {k: v for k, v in lc.count_entries(str(jax_dir), "jax").items() if k != "last_write"} == {
-        "path": str(jax_dir), "exists": True, "entries": 2, "bytes": 30}
+        "path": str(jax_dir),
+        "exists": True,
+        "entries": 2,
+        "bytes": 30,
+    }
     assert lc.count_entries(str(xla_dir), "torch_xla")["entries"] == 2
-    assert lc.count_entries(str(tmp_path / "none"), "jax") == {"path": str(tmp_path / "none"), "exists": False,
-                                                              "entries": 0, "bytes": 0, "last_write": None}
+    assert lc.count_entries(str(tmp_path / "none"), "jax") == {
+        "path": str(tmp_path / "none"),
+        "exists": False,
+        "entries": 0,
+        "bytes": 0,
+        "last_write": None,
+    }
 
 
 def test_jax_evidence_counts_hits_lookups_writes_and_compile_time_from_monitoring_events():
@@ -351,8 +390,9 @@ def test_status_lists_every_bundle_with_entries_and_lease_state(tmp_path, child)
     (tmp_path / "lanes" / "cpu").mkdir(parents=True)
     (tmp_path / "envs" / "b2").mkdir(parents=True)
     os.symlink(tmp_path / "envs" / "b2", tmp_path / "lanes" / "cpu" / "active")
-    doc = lc.status({"lane_dir": str(tmp_path / "cache" / "cpu"), "active": str(tmp_path / "lanes/cpu/active"),
-                     "ttl": 20})
+    doc = lc.status(
+        {"lane_dir": str(tmp_path / "cache" / "cpu"), "active": str(tmp_path / "lanes/cpu/active"), "ttl": 20}
+    )
     by_id = {b["bundle_id"]: b for b in doc["bundles"]}
     assert by_id["b1"]["lease"]["state"] == "live" and by_id["b1"]["lease"]["holder"]["pid"] == pid
     assert by_id["b2"]["lease"]["state"] == "none" and by_id["b2"]["active"] and not by_id["b1"]["active"]
@@ -390,8 +430,7 @@ class FakeRecord:
         self.saved += 1
 
 
-def test_init_resolves_the_bundle_id_and_records_the_plan_even_without_a_cache_frontend(fleet, tmp_path,
-                                                                                       monkeypatch):
+def test_init_resolves_the_bundle_id_and_records_the_plan_even_without_a_cache_frontend(fleet, tmp_path, monkeypatch):
     bundle = "5748b3c35b095645"
     (tmp_path / "envs" / bundle).mkdir(parents=True)
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "envs" / bundle))
@@ -413,88 +452,170 @@ def test_init_resolves_the_bundle_id_and_records_the_plan_even_without_a_cache_f
 
 
 def section(role: str, *, mode: str = "single-writer", frontend: str = "jax", writer: str = "w0", **ev) -> dict:
-    base = {"entries_before": 0, "entries_after": 0, "cache_hits": 0, "cache_misses": 0, "compile_time_sec": 0.0,
-            "compiles": 0}
-    return {"policy": mode, "role": role, "writer": writer, "configured": {frontend: True},
-            "evidence": {frontend: {**base, **ev}}}
+    base = {
+        "entries_before": 0,
+        "entries_after": 0,
+        "cache_hits": 0,
+        "cache_misses": 0,
+        "compile_time_sec": 0.0,
+        "compiles": 0,
+    }
+    return {
+        "policy": mode,
+        "role": role,
+        "writer": writer,
+        "configured": {frontend: True},
+        "evidence": {frontend: {**base, **ev}},
+    }
 
 
 def test_process_zero_reused_when_it_hit_and_compiled_in_a_fraction_of_the_cold_time():
-    v = rc.judge("jax", section("writer", compiles=10, compile_time_sec=8.0, entries_after=10),
-                 section("writer", compiles=10, compile_time_sec=0.4, cache_hits=10, entries_before=10,
-                         entries_after=10), worker="w0", process_id=0, num_processes=4, platform="cpu")
+    v = rc.judge(
+        "jax",
+        section("writer", compiles=10, compile_time_sec=8.0, entries_after=10),
+        section("writer", compiles=10, compile_time_sec=0.4, cache_hits=10, entries_before=10, entries_after=10),
+        worker="w0",
+        process_id=0,
+        num_processes=4,
+        platform="cpu",
+    )
     assert (v.verdict, v.expected, v.ratio, v.entries_written, v.passed) == ("reused", True, 0.05, 10, True)
     assert v.cause == "10 cache hits; warm compile 0.40s vs cold 8.00s (ratio 0.05 <= 0.5)"
 
 
 def test_a_cpu_reader_with_process_zeros_entries_is_written_not_reused_and_not_expected_to_reuse():
-    v = rc.judge("jax", section("reader", compiles=10, compile_time_sec=8.0),
-                 section("reader", compiles=10, compile_time_sec=5.0, cache_misses=10, entries_before=10),
-                 worker="w1", process_id=1, num_processes=4, platform="cpu")
+    v = rc.judge(
+        "jax",
+        section("reader", compiles=10, compile_time_sec=8.0),
+        section("reader", compiles=10, compile_time_sec=5.0, cache_misses=10, entries_before=10),
+        worker="w1",
+        process_id=1,
+        num_processes=4,
+        platform="cpu",
+    )
     assert (v.verdict, v.expected, v.passed) == ("written-not-reused", False, True)
     assert "on CPU the JAX cache key differs per process" in v.cause
     assert v.entries_written is None
 
 
 def test_on_tpu_a_single_writer_reader_is_expected_to_reuse_process_zeros_entries():
-    v = rc.judge("jax", section("reader", compiles=3, compile_time_sec=60.0),
-                 section("reader", compiles=3, compile_time_sec=50.0, cache_misses=3, entries_before=3),
-                 worker="w1", process_id=1, num_processes=4, platform="tpu")
+    v = rc.judge(
+        "jax",
+        section("reader", compiles=3, compile_time_sec=60.0),
+        section("reader", compiles=3, compile_time_sec=50.0, cache_misses=3, entries_before=3),
+        worker="w1",
+        process_id=1,
+        num_processes=4,
+        platform="tpu",
+    )
     assert (v.verdict, v.expected, v.passed) == ("written-not-reused", True, False)
     assert "cache keys differ between the runs" in v.cause
 
 
 def test_per_host_jax_processes_other_than_zero_are_not_written_with_the_reason():
-    v = rc.judge("jax", section("private", mode="per-host", compiles=10, compile_time_sec=8.0),
-                 section("private", mode="per-host", compiles=10, compile_time_sec=7.0, cache_misses=10),
-                 worker="w2", process_id=2, num_processes=4, platform="cpu")
+    v = rc.judge(
+        "jax",
+        section("private", mode="per-host", compiles=10, compile_time_sec=8.0),
+        section("private", mode="per-host", compiles=10, compile_time_sec=7.0, cache_misses=10),
+        worker="w2",
+        process_id=2,
+        num_processes=4,
+        platform="cpu",
+    )
     assert (v.verdict, v.expected) == ("not-written", False)
     assert v.cause == "JAX writes its persistent cache only from process 0: this private cache stayed empty"
     assert v.expectation.startswith("JAX writes its persistent cache only from process 0")
 
 
 def test_torch_xla_entries_that_fail_to_deserialize_are_written_not_reused_with_the_log_evidence():
-    log = ("step 0\n2026-01-01 E0000 pjrt_computation_client.cc:123] Failed to deserialize executable: "
-           "UNIMPLEMENTED: Deserializing serialized executable not supported.\n" * 3)
+    log = (
+        "step 0\n2026-01-01 E0000 pjrt_computation_client.cc:123] Failed to deserialize executable: "
+        "UNIMPLEMENTED: Deserializing serialized executable not supported.\n" * 3
+    )
     lines = rc.evidence_lines(log)
-    assert lines == ("Failed to deserialize executable: UNIMPLEMENTED: Deserializing serialized executable "
-                     "not supported.",)
-    v = rc.judge("torch_xla", section("private", mode="per-host", frontend="torch_xla", compiles=4,
-                                      compile_time_sec=11.5, entries_after=4),
-                 section("private", mode="per-host", frontend="torch_xla", compiles=4, compile_time_sec=11.2,
-                         cache_misses=0, deserialize_failures=4, entries_before=4, entries_after=4),
-                 worker="w0", process_id=0, num_processes=1, platform="cpu", log_lines=lines)
+    assert lines == (
+        "Failed to deserialize executable: UNIMPLEMENTED: Deserializing serialized executable not supported.",
+    )
+    v = rc.judge(
+        "torch_xla",
+        section("private", mode="per-host", frontend="torch_xla", compiles=4, compile_time_sec=11.5, entries_after=4),
+        section(
+            "private",
+            mode="per-host",
+            frontend="torch_xla",
+            compiles=4,
+            compile_time_sec=11.2,
+            cache_misses=0,
+            deserialize_failures=4,
+            entries_before=4,
+            entries_after=4,
+        ),
+        worker="w0",
+        process_id=0,
+        num_processes=1,
+        platform="cpu",
+        log_lines=lines,
+    )
     assert (v.verdict, v.expected, v.passed) == ("written-not-reused", True, False)
     assert v.cause.startswith("4 entries on disk, 4 deserialize failures")
     assert "UNIMPLEMENTED" in v.evidence[0]
 
 
 def test_hits_that_save_no_time_are_not_reuse():
-    v = rc.judge("jax", section("writer", compiles=2, compile_time_sec=1.0, entries_after=2),
-                 section("writer", compiles=2, compile_time_sec=0.9, cache_hits=2, entries_before=2),
-                 worker="w0", process_id=0, num_processes=1, platform="cpu")
+    v = rc.judge(
+        "jax",
+        section("writer", compiles=2, compile_time_sec=1.0, entries_after=2),
+        section("writer", compiles=2, compile_time_sec=0.9, cache_hits=2, entries_before=2),
+        worker="w0",
+        process_id=0,
+        num_processes=1,
+        platform="cpu",
+    )
     assert v.verdict == "written-not-reused" and "ratio 0.9 > 0.5" in v.cause
 
 
 def test_a_frontend_that_compiled_nothing_is_not_expected_to_reuse_anything():
-    v = rc.judge("jax", section("writer"), section("writer"), worker="w0", process_id=0, num_processes=1,
-                 platform="cpu")
+    v = rc.judge(
+        "jax", section("writer"), section("writer"), worker="w0", process_id=0, num_processes=1, platform="cpu"
+    )
     assert (v.verdict, v.expected) == ("not-written", False)
     assert v.cause == "the cold run compiled nothing with jax"
 
 
 def test_the_check_passes_only_when_every_expected_process_reused():
-    reused = rc.judge("jax", section("writer", compiles=1, compile_time_sec=4.0, entries_after=1),
-                      section("writer", compiles=1, compile_time_sec=0.2, cache_hits=1, entries_before=1),
-                      worker="w0", process_id=0, num_processes=2, platform="cpu")
-    other = rc.judge("jax", section("reader", compiles=1, compile_time_sec=4.0),
-                     section("reader", compiles=1, compile_time_sec=4.0, cache_misses=1, entries_before=1),
-                     worker="w1", process_id=1, num_processes=2, platform="cpu")
-    check = rc.RestartCheck(check_id="rc", lane="cpu", platform="cpu", policy="shared", mode="single-writer",
-                            threshold=0.5, num_processes=2, roots={}, verdicts=[reused, other])
+    reused = rc.judge(
+        "jax",
+        section("writer", compiles=1, compile_time_sec=4.0, entries_after=1),
+        section("writer", compiles=1, compile_time_sec=0.2, cache_hits=1, entries_before=1),
+        worker="w0",
+        process_id=0,
+        num_processes=2,
+        platform="cpu",
+    )
+    other = rc.judge(
+        "jax",
+        section("reader", compiles=1, compile_time_sec=4.0),
+        section("reader", compiles=1, compile_time_sec=4.0, cache_misses=1, entries_before=1),
+        worker="w1",
+        process_id=1,
+        num_processes=2,
+        platform="cpu",
+    )
+    check = rc.RestartCheck(
+        check_id="rc",
+        lane="cpu",
+        platform="cpu",
+        policy="shared",
+        mode="single-writer",
+        threshold=0.5,
+        num_processes=2,
+        roots={},
+        verdicts=[reused, other],
+    )
     assert check.ok and check.exit_code == 0
-    assert check.message == ("reused by every process expected to reuse (1 of 2: process 0; "
-                             "warm/cold compile ratio 0.05 <= 0.5)")
+    assert check.message == (
+        "reused by every process expected to reuse (1 of 2: process 0; warm/cold compile ratio 0.05 <= 0.5)"
+    )
     text = rc.render(check)
     assert "PASSED" in text and "written-not-reused" in text and "expected to reuse: no (on CPU" in text
     failed = rc.RestartCheck(**{**check.__dict__, "verdicts": [other]})
@@ -517,7 +638,8 @@ def test_cache_clear_asks_before_removing_and_refuses_silently_running_without_y
 
 
 def test_a_python_that_is_no_bundle_environment_runs_without_a_cache_and_inherited_cache_paths_are_unset(
-        fleet, tmp_path, monkeypatch):
+    fleet, tmp_path, monkeypatch
+):
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "some-venv"))
     monkeypatch.setenv("XLA_PERSISTENT_CACHE_PATH", "/tmp/somebody-elses-cache")
     plan = plan_launch(fleet, "torch", ["x.py"], run_id="r-2")
@@ -551,5 +673,7 @@ def test_a_writer_that_loses_its_lease_is_told_once_and_records_that_it_stops_wr
     assert lost == [lease] and lease.state == "lost"
     state = {"configured": {"torch_xla": True}, "caveats": []}
     lc._stop_writing(lease, state, lc.Session(FakeRecord(), state, ["torch_xla"]))
-    assert state["caveats"] == [f"cache writer lease lost ({lease.lost_reason}); torch_xla's cache stays writable "
-                                "in this process (it cannot be made read-only after init)"]
+    assert state["caveats"] == [
+        f"cache writer lease lost ({lease.lost_reason}); torch_xla's cache stays writable "
+        "in this process (it cannot be made read-only after init)"
+    ]

@@ -40,8 +40,11 @@ def fleet_variant(slice4, name: str, lanes: dict, bundles: dict | None = None) -
 @pytest.fixture(scope="session")
 def shared_fleet(slice4) -> Path:
     """Lane `cpu` over all 4 workers with the single-writer policy `shared`."""
-    path = fleet_variant(slice4, "fleet-cache-shared.yaml", {"cpu": {
-        "workers": "all", "bundle": "jax-cpu", "runtime": "cpu", "cache": "shared", "platform": "cpu"}})
+    path = fleet_variant(
+        slice4,
+        "fleet-cache-shared.yaml",
+        {"cpu": {"workers": "all", "bundle": "jax-cpu", "runtime": "cpu", "cache": "shared", "platform": "cpu"}},
+    )
     yield path
     path.unlink(missing_ok=True)
 
@@ -49,8 +52,11 @@ def shared_fleet(slice4) -> Path:
 @pytest.fixture(scope="session")
 def solo_fleet(slice4) -> Path:
     """Lane `cpu` on worker 0 alone, per-host cache."""
-    path = fleet_variant(slice4, "fleet-cache-solo.yaml", {"cpu": {
-        "workers": 0, "bundle": "jax-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"}})
+    path = fleet_variant(
+        slice4,
+        "fleet-cache-solo.yaml",
+        {"cpu": {"workers": 0, "bundle": "jax-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"}},
+    )
     yield path
     path.unlink(missing_ok=True)
 
@@ -78,9 +84,20 @@ def jax_entries(slice4, worker: str, path: str) -> int:
 
 
 def test_single_writer_cold_run_writes_from_process_0_only_and_the_warm_run_reuses_there(
-        slice4, jax_cpu_lane, shared_fleet, runs_dir):
-    res = orch(slice4, runs_dir, "restart-check", "--lane", "cpu", "--json", *HEAVY, fleet=shared_fleet,
-               check=False, timeout=600)
+    slice4, jax_cpu_lane, shared_fleet, runs_dir
+):
+    res = orch(
+        slice4,
+        runs_dir,
+        "restart-check",
+        "--lane",
+        "cpu",
+        "--json",
+        *HEAVY,
+        fleet=shared_fleet,
+        check=False,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)
     v = {x["process_id"]: x for x in doc["verdicts"]}
@@ -105,59 +122,116 @@ def test_single_writer_cold_run_writes_from_process_0_only_and_the_warm_run_reus
 
 
 def test_a_one_worker_lane_reuses_its_cache_and_gives_the_ratio(slice4, jax_cpu_lane, solo_fleet, runs_dir):
-    res = orch(slice4, runs_dir, "restart-check", "--lane", "cpu", *HEAVY, fleet=solo_fleet, check=False,
-               timeout=300)
+    res = orch(slice4, runs_dir, "restart-check", "--lane", "cpu", *HEAVY, fleet=solo_fleet, check=False, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
-    row = re.search(r"^\s+0\s+slice-w0\s+jax\s+private\s+reused\s+yes\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)$",
-                    res.stdout, re.M)
+    row = re.search(
+        r"^\s+0\s+slice-w0\s+jax\s+private\s+reused\s+yes\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)$", res.stdout, re.M
+    )
     assert row, res.stdout
     cold, warm, ratio, hits = float(row[1]), float(row[2]), float(row[3]), int(row[4])
     assert ratio <= 0.5 and warm < cold and hits > 0
-    assert re.search(r"PASSED: reused by every process expected to reuse \(1 of 1: process 0; warm/cold "
-                     r"compile ratio 0\.\d\d <= 0\.5\)", res.stdout), res.stdout
+    assert re.search(
+        r"PASSED: reused by every process expected to reuse \(1 of 1: process 0; warm/cold "
+        r"compile ratio 0\.\d\d <= 0\.5\)",
+        res.stdout,
+    ), res.stdout
 
 
 # -- the writer lease -----------------------------------------------------------------------
 
 
 def test_a_second_writer_is_refused_while_the_first_lives_and_the_lease_is_reclaimed_once_it_is_killed(
-        slice4, jax_cpu_lane, shared_fleet, runs_dir, tmp_path):
+    slice4, jax_cpu_lane, shared_fleet, runs_dir, tmp_path
+):
     code = tmp_path / "code"
     code.mkdir()
     (code / "sleep.py").write_text("import time\nprint('holding', flush=True)\ntime.sleep(600)\n")
     (code / "quick.py").write_text("print('quick run done', flush=True)\n")
-    first = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--workdir", str(code), "--", "sleep.py",
-                 fleet=shared_fleet, timeout=180).stdout.strip()
+    first = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--detach",
+        "--workdir",
+        str(code),
+        "--",
+        "sleep.py",
+        fleet=shared_fleet,
+        timeout=180,
+    ).stdout.strip()
     try:
-        status = json.loads(orch(slice4, runs_dir, "cache", "status", "--lane", "cpu", "--json",
-                                 fleet=shared_fleet).stdout)
+        status = json.loads(
+            orch(slice4, runs_dir, "cache", "status", "--lane", "cpu", "--json", fleet=shared_fleet).stdout
+        )
         rows = [r for r in status["lanes"][0]["rows"] if r["bundle_id"] == jax_cpu_lane.bundle_id]
         assert rows and {r["lease"]["state"] for r in rows} == {"live"}
         assert rows[0]["lease"]["holder"]["run_id"] == first and rows[0]["writer"] == "slice-w0"
 
-        second = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(code), "--", "quick.py",
-                      fleet=shared_fleet, check=False, timeout=180)
+        second = orch(
+            slice4,
+            runs_dir,
+            "launch",
+            "--lane",
+            "cpu",
+            "--workdir",
+            str(code),
+            "--",
+            "quick.py",
+            fleet=shared_fleet,
+            check=False,
+            timeout=180,
+        )
         assert second.returncode != 0
         out = second.stdout + second.stderr
-        assert re.search(rf"already has a live writer: slice-w0 \(host slice-w0, pid \d+, run {first}, "
-                         rf"bundle {jax_cpu_lane.bundle_id}\)", out), out
+        assert re.search(
+            rf"already has a live writer: slice-w0 \(host slice-w0, pid \d+, run {first}, "
+            rf"bundle {jax_cpu_lane.bundle_id}\)",
+            out,
+        ), out
         assert f"orch stop {first}" in out
 
-        holder = slice4.ssh("slice-w0", "python3", "-c", "import json, sys; print(json.load(open("
-                            f"'/var/lib/orch/runs/{first}/pid'))['pid'])", check=True).stdout.strip()
+        holder = slice4.ssh(
+            "slice-w0",
+            "python3",
+            "-c",
+            f"import json, sys; print(json.load(open('/var/lib/orch/runs/{first}/pid'))['pid'])",
+            check=True,
+        ).stdout.strip()
         slice4.ssh("slice-w0", "kill", "-9", holder, check=True)
-        third = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--reclaim", "--workdir", str(code), "--",
-                     "quick.py", fleet=shared_fleet, check=False, timeout=180)
+        third = orch(
+            slice4,
+            runs_dir,
+            "launch",
+            "--lane",
+            "cpu",
+            "--reclaim",
+            "--workdir",
+            str(code),
+            "--",
+            "quick.py",
+            fleet=shared_fleet,
+            check=False,
+            timeout=180,
+        )
         assert third.returncode == 0, third.stdout + third.stderr
-        assert re.search(rf"slice-w0 \| orch launcher: cache writer lease {SHARED_CACHE}/cpu/\w+/writer.lease "
-                         rf"reclaimed from slice-w0 \(host slice-w0, pid {holder}, run {first}, bundle \w+\): "
-                         rf"its holder \(pid {holder} on slice-w0\) is gone", third.stdout), third.stdout
+        assert re.search(
+            rf"slice-w0 \| orch launcher: cache writer lease {SHARED_CACHE}/cpu/\w+/writer.lease "
+            rf"reclaimed from slice-w0 \(host slice-w0, pid {holder}, run {first}, bundle \w+\): "
+            rf"its holder \(pid {holder} on slice-w0\) is gone",
+            third.stdout,
+        ), third.stdout
         run_id = re.search(r"orch: run (\S+):", third.stderr).group(1)
         lease = cache_section(str(runs_dir / run_id), "slice-w0")["lease"]
-        assert (lease["acquired"], lease["state"], lease["reclaimed_from"]["run_id"]) == ("reclaimed", "released",
-                                                                                          first)
-        after = json.loads(orch(slice4, runs_dir, "cache", "status", "--lane", "cpu", "--json",
-                                fleet=shared_fleet).stdout)
+        assert (lease["acquired"], lease["state"], lease["reclaimed_from"]["run_id"]) == (
+            "reclaimed",
+            "released",
+            first,
+        )
+        after = json.loads(
+            orch(slice4, runs_dir, "cache", "status", "--lane", "cpu", "--json", fleet=shared_fleet).stdout
+        )
         assert {r["lease"]["state"] for r in after["lanes"][0]["rows"]} == {"none"}
     finally:
         orch(slice4, runs_dir, "stop", first, "--grace", "1", fleet=shared_fleet, check=False)
@@ -169,8 +243,7 @@ def test_a_second_writer_is_refused_while_the_first_lives_and_the_lease_is_recla
 
 
 def test_per_host_caches_are_private_and_the_process_0_caveat_is_reported(slice4, jax_cpu_lane, runs_dir):
-    res = orch(slice4, runs_dir, "restart-check", "--lane", "cpu", "--keep", "--json", *HEAVY, check=False,
-               timeout=600)
+    res = orch(slice4, runs_dir, "restart-check", "--lane", "cpu", "--keep", "--json", *HEAVY, check=False, timeout=600)
     doc = json.loads(res.stdout)
     base = doc["roots"]["slice-w0"].replace("{bundle_id}", jax_cpu_lane.bundle_id)
     try:
@@ -179,8 +252,9 @@ def test_per_host_caches_are_private_and_the_process_0_caveat_is_reported(slice4
         assert (v[0]["verdict"], v[0]["role"]) == ("reused", "private") and v[0]["ratio"] <= 0.5
         for p in (1, 2, 3):
             assert (v[p]["verdict"], v[p]["expected"], v[p]["role"]) == ("not-written", False, "private")
-            assert v[p]["cause"] == ("JAX writes its persistent cache only from process 0: this private cache "
-                                     "stayed empty")
+            assert v[p]["cause"] == (
+                "JAX writes its persistent cache only from process 0: this private cache stayed empty"
+            )
         # One path, four private directories: only worker 0's holds entries.
         assert base.startswith(f"/var/lib/orch/cache/.checks/{doc['check_id']}/cpu/")
         entries = {w: jax_entries(slice4, w, f"{base}/jax") for w in slice4.workers}
@@ -189,8 +263,9 @@ def test_per_host_caches_are_private_and_the_process_0_caveat_is_reported(slice4
         assert slice4.ssh("slice-w1", "test", "-d", f"{base}/jax").returncode == 0  # its own, empty
         cold = next(r for r in doc["runs"] if r["kind"] == "cold")
         caveats = cache_section(cold["record_dir"], "slice-w2")["caveats"]
-        assert any(c.startswith("jax writes its persistent cache only from process 0: this process (2)")
-                   for c in caveats), caveats
+        assert any(
+            c.startswith("jax writes its persistent cache only from process 0: this process (2)") for c in caveats
+        ), caveats
         assert not cache_section(cold["record_dir"], "slice-w0")["caveats"]
     finally:
         for w in slice4.workers:
@@ -200,31 +275,55 @@ def test_per_host_caches_are_private_and_the_process_0_caveat_is_reported(slice4
 # -- slow tier: torch_xla on CPU ---------------------------------------------------------------
 
 
-XLA_BUNDLE = {"torch-xla-cpu": {
-    "python": "3.11", "pins": ["torch==2.9.0", "torch_xla==2.9.0"],
-    "provenance": {"note": "stock PyPI torch 2.9.0 (the CUDA build) and torch_xla 2.9.0 on the CPU PJRT backend"}}}
+XLA_BUNDLE = {
+    "torch-xla-cpu": {
+        "python": "3.11",
+        "pins": ["torch==2.9.0", "torch_xla==2.9.0"],
+        "provenance": {"note": "stock PyPI torch 2.9.0 (the CUDA build) and torch_xla 2.9.0 on the CPU PJRT backend"},
+    }
+}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("ORCH_SLOW_TESTS") != "1",
-                    reason="opt-in tier: ORCH_SLOW_TESTS=1 (downloads ~4 GB, builds a 7 GB environment)")
+@pytest.mark.skipif(
+    os.environ.get("ORCH_SLOW_TESTS") != "1",
+    reason="opt-in tier: ORCH_SLOW_TESTS=1 (downloads ~4 GB, builds a 7 GB environment)",
+)
 def test_torch_xla_on_cpu_writes_cache_entries_it_never_reads_back(make_sandbox, runs_dir):
     sb = make_sandbox(1)
-    fleet = fleet_variant(sb, "fleet-xla.yaml", {"xla": {
-        "workers": 0, "bundle": "torch-xla-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"}},
-        bundles=XLA_BUNDLE)
+    fleet = fleet_variant(
+        sb,
+        "fleet-xla.yaml",
+        {"xla": {"workers": 0, "bundle": "torch-xla-cpu", "runtime": "cpu", "cache": "per-host", "platform": "cpu"}},
+        bundles=XLA_BUNDLE,
+    )
     try:
         sb.orch("--fleet", fleet, "bundle", "lock", "torch-xla-cpu", timeout=3600)
         sb.orch("--fleet", fleet, "deploy", "--lane", "xla", timeout=3600)
-        res = sb.orch("--fleet", fleet, "restart-check", "--lane", "xla", "--workdir", str(EXAMPLES), "--",
-                      "torch_xla_compile.py", env={"ORCH_RUNS_DIR": str(runs_dir)}, check=False, timeout=1800)
+        res = sb.orch(
+            "--fleet",
+            fleet,
+            "restart-check",
+            "--lane",
+            "xla",
+            "--workdir",
+            str(EXAMPLES),
+            "--",
+            "torch_xla_compile.py",
+            env={"ORCH_RUNS_DIR": str(runs_dir)},
+            check=False,
+            timeout=1800,
+        )
     finally:  # the sandbox's own files go with it; these are the test's
         fleet.unlink(missing_ok=True)
         shutil.rmtree(sb.dir / "locks", ignore_errors=True)
     print(res.stdout)
     assert res.returncode == 1, res.stdout + res.stderr[-3000:]
     assert re.search(r"^\s+0\s+slice-w0\s+torch_xla\s+private\s+written-not-reused\s+yes\s", res.stdout, re.M)
-    assert re.search(r"process 0 torch_xla: \d+ entries on disk, \d+ deserialize failures: entries are written "
-                     r"but cannot be loaded back", res.stdout), res.stdout
+    assert re.search(
+        r"process 0 torch_xla: \d+ entries on disk, \d+ deserialize failures: entries are written "
+        r"but cannot be loaded back",
+        res.stdout,
+    ), res.stdout
     assert "log: Failed to deserialize executable: UNIMPLEMENTED" in res.stdout
     assert "FAILED: not reused where expected: process 0 (slice-w0) torch_xla: written-not-reused" in res.stdout

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,8 +25,16 @@ THEIRS = {"token": "beef", "user": "alice", "controller": "ops-laptop", "pid": 4
 
 
 def request(root: Path, **extra) -> dict:
-    return {"root": str(root), "lane": "cpu", "bundle_id": "new", "bundle": "b", "holder": OURS, "wheels": [],
-            "stale_after": 300, **extra}
+    return {
+        "root": str(root),
+        "lane": "cpu",
+        "bundle_id": "new",
+        "bundle": "b",
+        "holder": OURS,
+        "wheels": [],
+        "stale_after": 300,
+        **extra,
+    }
 
 
 def lock_path(root: Path) -> Path:
@@ -97,11 +104,17 @@ def test_an_unreadable_lock_file_older_than_stale_after_is_recovered(tmp_path):
 
 
 def test_concurrent_begins_let_exactly_one_deploy_take_the_lane(tmp_path):
-    script = ("import json, sys; from hostside import deploy as hd; "
-              "print(hd.begin(json.loads(sys.argv[1]))['state'])")
+    script = "import json, sys; from hostside import deploy as hd; print(hd.begin(json.loads(sys.argv[1]))['state'])"
     reqs = [request(tmp_path, holder=dict(OURS, token=f"{i:04x}")) for i in range(6)]
-    procs = [subprocess.Popen([sys.executable, "-c", script, json.dumps(r)], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(hd.__file__).parent.parent) for r in reqs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, json.dumps(r)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(hd.__file__).parent.parent,
+        )
+        for r in reqs
+    ]
     states = sorted(p.communicate()[0].strip() for p in procs)
     assert states == ["locked"] * 5 + ["locked-by-us"]
 
@@ -117,8 +130,10 @@ def test_activate_refuses_when_the_lock_is_not_ours_and_the_old_bundle_stays_act
     hold(tmp_path, THEIRS, time.time())
     with pytest.raises(hd.DeployFailure) as exc:
         hd.activate(request(tmp_path))
-    assert str(exc.value) == ("this deploy no longer holds lane cpu's deploy lock (held by alice@ops-laptop pid 4242 "
-                              "(bundle feedface)); not activating, the previous bundle stays active")
+    assert str(exc.value) == (
+        "this deploy no longer holds lane cpu's deploy lock (held by alice@ops-laptop pid 4242 "
+        "(bundle feedface)); not activating, the previous bundle stays active"
+    )
     assert active(tmp_path) == "old" and read(tmp_path)["token"] == THEIRS["token"]
 
 
@@ -281,26 +296,57 @@ class FakeTransport:
 
 
 def worker(i: int) -> WorkerRef:
-    return WorkerRef(name=f"w{i}", slice="s", index=i, host="h", port=None, user=None, identity_file=None,
-                     internal_address=f"10.0.0.{i}", root="/var/lib/orch", shared_dir=None, python="python3",
-                     lane="cpu")
+    return WorkerRef(
+        name=f"w{i}",
+        slice="s",
+        index=i,
+        host="h",
+        port=None,
+        user=None,
+        identity_file=None,
+        internal_address=f"10.0.0.{i}",
+        root="/var/lib/orch",
+        shared_dir=None,
+        python="python3",
+        lane="cpu",
+    )
 
 
 def wheel(name: str, size: int) -> CachedWheel:
-    return CachedWheel(name=name, version="1", filename=f"{name}-1-py3-none-any.whl", sha256=name * 8, size=size,
-                       path=Path("/nonexistent"))
+    return CachedWheel(
+        name=name,
+        version="1",
+        filename=f"{name}-1-py3-none-any.whl",
+        sha256=name * 8,
+        size=size,
+        path=Path("/nonexistent"),
+    )
 
 
 def job_with(free: dict[str, int], missing: list[CachedWheel]) -> core._Deploy:
     workers = [worker(i) for i in range(len(free))]
-    plan = core.DeployPlan(lane="cpu", bundle="b", bundle_id="new", lock_digest="d", python="3.11",
-                           workers=tuple(workers), wheels=tuple(missing), uv=wheel("uv", 1))
+    plan = core.DeployPlan(
+        lane="cpu",
+        bundle="b",
+        bundle_id="new",
+        lock_digest="d",
+        python="3.11",
+        workers=tuple(workers),
+        wheels=tuple(missing),
+        uv=wheel("uv", 1),
+    )
     job = core._Deploy(plan, FakeTransport(workers), dict(OURS), lambda w, p: None)
 
     def call(w, action, extra=None, timeout=600):
         assert action == "begin"
-        return {"ok": True, "state": "locked-by-us", "active": "old", "missing": [x.request() for x in missing],
-                "disk_free_bytes": free[w.name]}
+        return {
+            "ok": True,
+            "state": "locked-by-us",
+            "active": "old",
+            "missing": [x.request() for x in missing],
+            "disk_free_bytes": free[w.name],
+        }
+
     job.call = call
     return job
 
@@ -311,8 +357,9 @@ def test_a_worker_without_room_for_the_wheels_fails_before_anything_is_sent():
     job.each("begin", job.begin, job.alive())
     assert job.outcomes["w0"].status == "pending"
     assert job.outcomes["w1"].status == "failed"
-    assert job.outcomes["w1"].reason == ("not enough disk space: needs 104 MiB (80 MiB of wheels + 24 MiB headroom), "
-                                         "100 MiB free under /var/lib/orch")
+    assert job.outcomes["w1"].reason == (
+        "not enough disk space: needs 104 MiB (80 MiB of wheels + 24 MiB headroom), 100 MiB free under /var/lib/orch"
+    )
     assert job.locked == {"w0", "w1"}  # so release_all unlocks w1 too
 
 

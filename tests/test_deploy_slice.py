@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import start_sandbox
+
 from orchestrator import deploy as core
 from orchestrator import sandbox
 from orchestrator.bundle import read_lock
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.ssh
 
 SMALL_BUNDLES = {
     "small-a": {"python": "3.11", "pins": ["opt_einsum==3.4.0"]},
-    "small-b": {"python": "3.11", "pins": ["ml_dtypes==0.5.4"]},           # + numpy
+    "small-b": {"python": "3.11", "pins": ["ml_dtypes==0.5.4"]},  # + numpy
     "small-c": {"python": "3.11", "pins": ["ml_dtypes==0.5.4", "six==1.17.0"]},  # shares numpy with small-b
 }
 
@@ -41,8 +41,13 @@ SMALL_BUNDLES = {
 
 
 def test_a_real_jax_bundle_is_deployed_to_four_workers_and_imports_there(slice4, jax_cpu_lane):
-    out = slice4.orch("exec", "--", "/var/lib/orch/lanes/cpu/active/bin/python", "-c",
-                      "import jax, jaxlib; print(jax.__version__, jaxlib.__version__, jax.devices()[0].platform)")
+    out = slice4.orch(
+        "exec",
+        "--",
+        "/var/lib/orch/lanes/cpu/active/bin/python",
+        "-c",
+        "import jax, jaxlib; print(jax.__version__, jaxlib.__version__, jax.devices()[0].platform)",
+    )
     for w in slice4.workers:
         assert f"{w} | 0.10.2 0.10.2 cpu" in out.stdout.splitlines()
     manifest = slice4.ssh(0, "cat", f"/var/lib/orch/envs/{jax_cpu_lane.bundle_id}/orch-bundle.json").stdout
@@ -129,8 +134,10 @@ def test_the_controller_sends_each_wheel_once_and_peers_fetch_from_the_seed(smal
         else:
             assert o["bytes_from_controller"] == 0 and o["bytes_from_peer"] == doc["bundle_bytes"]
     # the seed's short-lived wheel server is gone (pids are machine-wide here: match the worker's namespace)
-    script = ('me=$(readlink /proc/self/ns/mnt); for p in $(pgrep -f "[h]ostside.deploy serve"); do '
-              '[ "$(readlink /proc/$p/ns/mnt)" = "$me" ] && echo $p; done; true')
+    script = (
+        'me=$(readlink /proc/self/ns/mnt); for p in $(pgrep -f "[h]ostside.deploy serve"); do '
+        '[ "$(readlink /proc/$p/ns/mnt)" = "$me" ] && echo $p; done; true'
+    )
     assert small.h.ssh(seed, "sh", "-c", script).stdout == ""
 
 
@@ -162,7 +169,10 @@ def test_a_worker_killed_mid_deploy_keeps_its_old_bundle_and_a_rerun_completes_i
     assert small.active() == {"slice-w0": b, "slice-w1": a, "slice-w2": b}
     doc = small.deploy("small-b")
     assert {n: o["status"] for n, o in doc["workers"].items()} == {
-        "slice-w0": "unchanged", "slice-w1": "installed", "slice-w2": "unchanged"}
+        "slice-w0": "unchanged",
+        "slice-w1": "installed",
+        "slice-w2": "unchanged",
+    }
     assert doc["workers"]["slice-w1"]["recovered_lock"]["pid"] == os.getpid()  # our deploy above, now over
     assert small.active() == {w: b for w in small.h.workers}
 
@@ -182,11 +192,11 @@ def test_a_wheel_corrupted_in_transit_is_refused_and_not_kept(small):
     small.deploy("small-b")
     small.lock("small-c")
     fleet = load_fleet(small.fleet_path("small-c"))
-    plan = core.plan_deploy(fleet, "cpu")       # verifies the controller's cached copies
+    plan = core.plan_deploy(fleet, "cpu")  # verifies the controller's cached copies
     six = next(w for w in plan.wheels if w.name == "six")
     good = six.path.read_bytes()
     data = bytearray(good)
-    data[len(data) // 2] ^= 0xFF                # the bytes change after that check: in transit
+    data[len(data) // 2] ^= 0xFF  # the bytes change after that check: in transit
     six.path.write_bytes(bytes(data))
     try:
         with for_fleet(fleet, plan.workers) as t:
@@ -198,8 +208,9 @@ def test_a_wheel_corrupted_in_transit_is_refused_and_not_kept(small):
         assert o.status == "failed"
         assert f"{six.filename}: sha256 mismatch" in o.reason and "file discarded" in o.reason
     assert small.active() == {w: b for w in small.h.workers}
-    stored = small.h.orch("exec", "--", "sh", "-c", 'ls /var/lib/orch/store/sha256/"$1" 2>/dev/null | wc -l',
-                          "sh", six.sha256).stdout
+    stored = small.h.orch(
+        "exec", "--", "sh", "-c", 'ls /var/lib/orch/store/sha256/"$1" 2>/dev/null | wc -l', "sh", six.sha256
+    ).stdout
     assert all(line.endswith("| 0") for line in stored.splitlines())
     assert small.h.orch("exec", "--", "ls", "/var/lib/orch/lanes/cpu").stdout.count("deploy.lock") == 0
     doc = small.deploy("small-c")
@@ -209,18 +220,24 @@ def test_a_wheel_corrupted_in_transit_is_refused_and_not_kept(small):
 def test_a_wheel_corrupted_in_the_store_is_detected_removed_and_repaired_by_a_rerun(small):
     b = small.lock("small-b")
     small.deploy("small-b")
-    c = small.lock("small-c")                   # shares numpy with small-b
+    c = small.lock("small-c")  # shares numpy with small-b
     small.h.orch("exec", "--", "rm", "-rf", f"/var/lib/orch/envs/{c}")  # so small-c is built anew
     numpy = read_lock(small.h.dir / "locks" / "small-b.lock.json").wheel("numpy")
     path = f"/var/lib/orch/store/sha256/{numpy.sha256}/{numpy.filename}"
-    small.h.ssh(2, "python3", "-c",
-                "import sys; p=sys.argv[1]; d=bytearray(open(p,'rb').read()); d[1000]^=255; open(p,'wb').write(d)",
-                path, check=True)
+    small.h.ssh(
+        2,
+        "python3",
+        "-c",
+        "import sys; p=sys.argv[1]; d=bytearray(open(p,'rb').read()); d[1000]^=255; open(p,'wb').write(d)",
+        path,
+        check=True,
+    )
     doc = small.deploy("small-c", check=False)
     w2 = doc["workers"]["slice-w2"]
     assert w2["status"] == "failed"
-    assert w2["reason"] == (f"corrupt wheel(s) in the store: {numpy.filename} (sha256 mismatch; removed, "
-                            "a re-run pushes them again)")
+    assert w2["reason"] == (
+        f"corrupt wheel(s) in the store: {numpy.filename} (sha256 mismatch; removed, a re-run pushes them again)"
+    )
     assert small.active() == {"slice-w0": c, "slice-w1": c, "slice-w2": b}
     doc = small.deploy("small-c")
     assert doc["workers"]["slice-w2"]["status"] == "installed"
@@ -230,14 +247,23 @@ def test_a_wheel_corrupted_in_the_store_is_detected_removed_and_repaired_by_a_re
 def test_a_full_disk_fails_clearly_and_the_old_bundle_stays_active(small):
     pid = small.h.state.worker(2).pid
     # a small filesystem as worker 2's root, inside its own mount namespace
-    subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "-t", "tmpfs", "-o", "size=120m", "tmpfs",
-                    "/var/lib/orch"], check=True)
+    subprocess.run(
+        ["nsenter", "-t", str(pid), "-m", "mount", "-t", "tmpfs", "-o", "size=120m", "tmpfs", "/var/lib/orch"],
+        check=True,
+    )
 
     def leave_free(nbytes: int) -> None:
         """Fill worker 2's root so that `nbytes` stay free."""
-        free = int(small.h.ssh(2, "python3", "-c", "import os, shutil; os.path.exists('/var/lib/orch/filler') and "
-                               "os.unlink('/var/lib/orch/filler'); print(shutil.disk_usage('/var/lib/orch').free)",
-                               check=True).stdout)
+        free = int(
+            small.h.ssh(
+                2,
+                "python3",
+                "-c",
+                "import os, shutil; os.path.exists('/var/lib/orch/filler') and "
+                "os.unlink('/var/lib/orch/filler'); print(shutil.disk_usage('/var/lib/orch').free)",
+                check=True,
+            ).stdout
+        )
         small.h.ssh(2, "fallocate", "-l", str(free - nbytes), "/var/lib/orch/filler", check=True)
 
     def failure_on_w2() -> dict:
@@ -280,10 +306,22 @@ def test_a_live_lock_refuses_the_deploy_naming_the_holder_and_a_stale_one_is_rec
     b = small.lock("small-b")
 
     def hold(heartbeat: float) -> None:
-        lock = {"token": "t0", "controller": "ops-laptop", "pid": 4242, "user": "alice", "bundle_id": "feedface",
-                "heartbeat": heartbeat}
-        small.h.ssh(0, "sh", "-c", 'mkdir -p /var/lib/orch/lanes/cpu && printf %s "$1" > /var/lib/orch/lanes/cpu/deploy.lock',
-                    "sh", json.dumps(lock))
+        lock = {
+            "token": "t0",
+            "controller": "ops-laptop",
+            "pid": 4242,
+            "user": "alice",
+            "bundle_id": "feedface",
+            "heartbeat": heartbeat,
+        }
+        small.h.ssh(
+            0,
+            "sh",
+            "-c",
+            'mkdir -p /var/lib/orch/lanes/cpu && printf %s "$1" > /var/lib/orch/lanes/cpu/deploy.lock',
+            "sh",
+            json.dumps(lock),
+        )
 
     hold(time.time())
     doc = small.deploy("small-b", check=False)
@@ -354,16 +392,27 @@ def test_a_deploy_whose_lock_was_taken_over_does_not_activate_there(small):
 
     def on_progress(worker: str, phase: str) -> None:
         if worker == "slice-w1" and phase == "activating":  # as a deploy that took ours for dead would
-            small.h.ssh(1, "sh", "-c", 'printf %s "$1" > /var/lib/orch/lanes/cpu/deploy.lock', "sh",
-                        json.dumps(dict(lock, heartbeat=time.time())), check=True)
+            small.h.ssh(
+                1,
+                "sh",
+                "-c",
+                'printf %s "$1" > /var/lib/orch/lanes/cpu/deploy.lock',
+                "sh",
+                json.dumps(dict(lock, heartbeat=time.time())),
+                check=True,
+            )
 
     with for_fleet(fleet, plan.workers) as t:
         report = core.execute(plan, t, progress=on_progress)
     assert {n: o.status for n, o in report.outcomes.items()} == {
-        "slice-w0": "installed", "slice-w1": "failed", "slice-w2": "installed"}
+        "slice-w0": "installed",
+        "slice-w1": "failed",
+        "slice-w2": "installed",
+    }
     assert report.outcomes["slice-w1"].reason == (
         "this deploy no longer holds lane cpu's deploy lock (held by alice@ops-laptop pid 4242 (bundle feedface)); "
-        "not activating, the previous bundle stays active")
+        "not activating, the previous bundle stays active"
+    )
     assert small.active() == {"slice-w0": b, "slice-w1": a, "slice-w2": b}
     held = small.h.ssh(1, "cat", "/var/lib/orch/lanes/cpu/deploy.lock", check=True).stdout
     assert json.loads(held)["token"] == "t1"  # the other deploy's lock is left alone

@@ -36,7 +36,8 @@ def test_each_real_excerpt_is_diagnosed_as_its_cited_layer(path):
     finding = diag.diagnose(text)
     assert finding is not None, f"{path.name}: no signature matched"
     assert finding.layer == header["layer"], (
-        f"{path.name}: {finding.layer} via {finding.signature_id} on line {finding.line_number}: {finding.line}")
+        f"{path.name}: {finding.layer} via {finding.signature_id} on line {finding.line_number}: {finding.line}"
+    )
     assert finding.line == text.splitlines()[finding.line_number - 1]
 
 
@@ -72,10 +73,12 @@ def test_an_absl_fallback_warning_after_libtpu_already_in_use_is_device_ownershi
 
 
 def test_the_specific_cause_wins_even_when_it_comes_after_the_symptom():
-    text = ("WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for "
-            "more info.)\n"
-            "INFO:jax._src.xla_bridge:Unable to initialize backend 'tpu': ABORTED: Internal error when "
-            "accessing libtpu multi-process lockfile. Run \"$ sudo rm /tmp/libtpu_lockfile\".\n")
+    text = (
+        "WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for "
+        "more info.)\n"
+        "INFO:jax._src.xla_bridge:Unable to initialize backend 'tpu': ABORTED: Internal error when "
+        'accessing libtpu multi-process lockfile. Run "$ sudo rm /tmp/libtpu_lockfile".\n'
+    )
     finding = diag.diagnose(text)
     assert (finding.layer, finding.line_number) == ("device-ownership", 2)
 
@@ -89,39 +92,56 @@ def test_a_generic_runtime_error_never_beats_a_specific_line_before_or_after_it(
 
 
 def test_a_line_takes_its_most_specific_signature_not_the_generic_backend_failure():
-    line = ("RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process "
-            "with pid 4242. Not attempting to load libtpu.so in this process.")
+    line = (
+        "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process "
+        "with pid 4242. Not attempting to load libtpu.so in this process."
+    )
     assert diag.match_line(line).id == "tpu-in-use-by-pid"
     findings = diag.classify(line)
     assert len(findings) == 1 and findings[0].layer == "device-ownership"
 
 
 def test_on_equal_priority_the_earliest_line_wins():
-    text = ("ssh: connect to host 10.0.0.5 port 22: Connection refused\n"
-            "ssh: connect to host 10.0.0.6 port 22: Connection timed out\n")
+    text = (
+        "ssh: connect to host 10.0.0.5 port 22: Connection refused\n"
+        "ssh: connect to host 10.0.0.6 port 22: Connection timed out\n"
+    )
     finding = diag.diagnose(text)
     assert (finding.signature_id, finding.line_number) == ("ssh-connection-refused", 1)
 
 
 def test_a_peer_crash_outranks_the_heartbeat_failure_it_causes():
-    text = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
-            "Attempting to allocate 15.65G. That was not possible. There are 11.08G free.; (0x0x0_HBM0)\n"
-            "absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n")
+    text = (
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
+        "Attempting to allocate 15.65G. That was not possible. There are 11.08G free.; (0x0x0_HBM0)\n"
+        "absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n"
+    )
     assert diag.diagnose(text).layer == "memory"
 
 
 def test_the_measured_libtpu_messages_on_a_host_without_a_tpu_are_classified():
-    assert diag.match_line("INFO:jax._src.xla_bridge:Unable to initialize backend 'tpu': NOT_FOUND: TPU "
-                           "initialization failed: No jellyfish device found.").layer == "runtime-proof"
+    assert (
+        diag.match_line(
+            "INFO:jax._src.xla_bridge:Unable to initialize backend 'tpu': NOT_FOUND: TPU "
+            "initialization failed: No jellyfish device found."
+        ).layer
+        == "runtime-proof"
+    )
     assert diag.match_line("OSError: libtpu not found").layer == "runtime-proof"
-    assert diag.match_line("Failed to deserialize executable: UNIMPLEMENTED: Deserializing serialized "
-                           "executable not supported.").layer == "cache"
+    assert (
+        diag.match_line(
+            "Failed to deserialize executable: UNIMPLEMENTED: Deserializing serialized executable not supported."
+        ).layer
+        == "cache"
+    )
 
 
 def test_orchs_own_transport_errors_are_transport():
-    for line in ("worker-3: connection to 127.0.1.3:22 refused (sshd not running?)",
-                 "worker-3: connect to 127.0.1.3:22 timed out after 5s",
-                 "worker-3: HOST KEY CHANGED for 127.0.1.3: known_hosts has ssh-ed25519 ..."):
+    for line in (
+        "worker-3: connection to 127.0.1.3:22 refused (sshd not running?)",
+        "worker-3: connect to 127.0.1.3:22 timed out after 5s",
+        "worker-3: HOST KEY CHANGED for 127.0.1.3: known_hosts has ssh-ed25519 ...",
+    ):
         assert diag.match_line(line).layer == "transport", line
 
 
@@ -160,7 +180,8 @@ def test_the_committed_troubleshooting_doc_is_generated_from_the_table():
     assert committed == diag.render_troubleshooting_markdown(), (
         "docs/troubleshooting.md is stale: regenerate it with "
         "python -c 'from orchestrator.diagnose import render_troubleshooting_markdown as r; "
-        "open(\"docs/troubleshooting.md\", \"w\").write(r())'")
+        'open("docs/troubleshooting.md", "w").write(r())\''
+    )
 
 
 def test_the_troubleshooting_doc_starts_with_the_debugging_order_and_lists_every_signature():
@@ -172,6 +193,7 @@ def test_the_troubleshooting_doc_starts_with_the_debugging_order_and_lists_every
 
 
 # ---------------------------------------------------------------------- CLI
+
 
 def run_cli(*args, input=None):
     return CliRunner().invoke(main, ["diagnose", *args], input=input)

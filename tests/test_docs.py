@@ -62,8 +62,8 @@ def orch_commands(text: str) -> list[tuple[int, list[str]]]:
     found = []
     for line_no, code in code_of(text):
         for m in ORCH.finditer(code):
-            tail = code[m.end():]
-            tail = re.split(r"\s#|[;|]|&&|\|\||[<>]", tail, maxsplit=1)[0]   # comment, pipe, next command
+            tail = code[m.end() :]
+            tail = re.split(r"\s#|[;|]|&&|\|\||[<>]", tail, maxsplit=1)[0]  # comment, pipe, next command
             try:
                 argv = shlex.split(tail)
             except ValueError:
@@ -83,18 +83,24 @@ def check_command(argv: list[str]) -> str | None:
             return None
         if token.startswith("-"):
             name = token.split("=", 1)[0]
-            option = next((p for p in command.params if isinstance(p, click.Option)
-                           and (name in p.opts or name in p.secondary_opts)), None)
+            option = next(
+                (
+                    p
+                    for p in command.params
+                    if isinstance(p, click.Option) and (name in p.opts or name in p.secondary_opts)
+                ),
+                None,
+            )
             if option is None and name not in ("-h", "--help"):
                 return f"{' '.join(path)} has no option {name}"
             if option is not None and not option.is_flag and "=" not in token and args and not option.count:
-                args.pop(0)   # the option's value
+                args.pop(0)  # the option's value
             continue
         if isinstance(command, click.Group):
             sub = command.commands.get(token)
             if sub is None:
                 if re.fullmatch(r"[A-Z_.\[\]-]+|<[^>]+>|\.\.\.", token):
-                    return None   # a placeholder such as VERB
+                    return None  # a placeholder such as VERB
                 return f"{' '.join(path)} has no command '{token}' (has: {', '.join(sorted(command.commands))})"
             command, path = sub, path + [token]
             continue
@@ -104,21 +110,29 @@ def check_command(argv: list[str]) -> str | None:
 
 def test_the_fleet_reference_is_generated_from_the_current_model():
     committed = (ROOT / "docs" / "fleet-reference.md").read_text()
-    assert committed == render_reference(), \
+    assert committed == render_reference(), (
         "regenerate: .venv/bin/python -m orchestrator.fleet_docs > docs/fleet-reference.md"
+    )
 
 
 def test_the_docs_exist():
     names = {p.name for p in DOCS}
-    assert {"index.md", "concepts.md", "bring-up.md", "fleet-reference.md", "performance.md",
-            "troubleshooting.md"} <= names
+    assert {
+        "index.md",
+        "concepts.md",
+        "bring-up.md",
+        "fleet-reference.md",
+        "performance.md",
+        "troubleshooting.md",
+    } <= names
 
 
 @pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_every_orch_command_in_the_docs_exists_with_its_options(page):
     commands = orch_commands(page.read_text())
-    problems = [f"{rel(page)}:{line}: orch {' '.join(argv)}: {why}"
-                for line, argv in commands if (why := check_command(argv))]
+    problems = [
+        f"{rel(page)}:{line}: orch {' '.join(argv)}: {why}" for line, argv in commands if (why := check_command(argv))
+    ]
     assert not problems, "\n".join(problems)
 
 
@@ -130,9 +144,9 @@ def test_the_command_check_catches_unknown_verbs_and_options():
     assert "has no command 'deply'" in check_command(["deply", "--lane", "cpu"])
     assert "orch deploy has no option --lanes" in check_command(["deploy", "--lanes", "cpu"])
     assert "orch fleet has no command 'import'" in check_command(["fleet", "import", "tpu.json"])
-    assert orch_commands("Run `orch probe --lane cpu` then\n\n```\n$ .venv/bin/orch deploy --lane cpu  # go\n"
-                         "orch: error: nothing\n```\n") == [
-        (4, ["deploy", "--lane", "cpu"]), (1, ["probe", "--lane", "cpu"])]
+    assert orch_commands(
+        "Run `orch probe --lane cpu` then\n\n```\n$ .venv/bin/orch deploy --lane cpu  # go\norch: error: nothing\n```\n"
+    ) == [(4, ["deploy", "--lane", "cpu"]), (1, ["probe", "--lane", "cpu"])]
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +170,7 @@ def test_relative_links_resolve(page):
     text = FENCE.sub("", page.read_text())
     problems = []
     for target in LINK.findall(text):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target):   # http:, https:, mailto:
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         file_part, _, anchor = target.partition("#")
         dest = (page.parent / file_part).resolve() if file_part else page

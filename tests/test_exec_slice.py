@@ -30,8 +30,9 @@ def test_exec_passes_arguments_literally_with_no_shell_injection(slice4):
 
 def test_exec_reports_every_host_and_exits_non_zero_when_one_fails(slice4):
     # worker 2 fails, the others succeed; nobody is skipped
-    proc = slice4.orch("exec", "--", "sh", "-c", 'test "$(hostname)" != slice-w2 || { echo boom >&2; exit 3; }',
-                       check=False)
+    proc = slice4.orch(
+        "exec", "--", "sh", "-c", 'test "$(hostname)" != slice-w2 || { echo boom >&2; exit 3; }', check=False
+    )
     assert proc.returncode == 1
     assert "3/4 hosts ok" in proc.stderr
     assert "FAILED slice-w2: exit 3: boom" in proc.stderr
@@ -42,7 +43,9 @@ def test_exec_json_has_one_result_per_host(slice4):
     doc = json.loads(proc.stdout)
     assert doc["schema_version"] == 1
     assert [(r["host"], r["ok"], r["exit_code"], r["stdout_tail"]) for r in doc["results"]] == [
-        ("slice-w0", True, 0, "slice-w0"), ("slice-w3", True, 0, "slice-w3")]
+        ("slice-w0", True, 0, "slice-w0"),
+        ("slice-w3", True, 0, "slice-w3"),
+    ]
 
 
 def test_a_command_timeout_is_reported_per_host(slice4):
@@ -85,6 +88,7 @@ def test_a_worker_paused_mid_command_is_reported_timed_out(make_sandbox):
     with for_fleet(fleet, fleet.workers) as t:
         t.run(["true"])  # connections are up: the pause hits a running command
         import threading
+
         threading.Timer(0.5, sandbox.pause, (sb.dir, 1)).start()
         try:
             start = time.monotonic()
@@ -131,8 +135,9 @@ def test_an_unknown_host_key_is_refused_strictly_and_recorded_only_with_accept_n
 
 def test_ssh_config_aliases_are_honoured(slice4, tmp_path):
     config = slice4.dir / "ssh_config_alias"
-    config.write_text(f"Host w-alias\n  HostName {slice4.address(0)}\n  User root\n"
-                      f"  IdentityFile {slice4.dir / 'id_ed25519'}\n")
+    config.write_text(
+        f"Host w-alias\n  HostName {slice4.address(0)}\n  User root\n  IdentityFile {slice4.dir / 'id_ed25519'}\n"
+    )
     path = slice4.alias_fleet(config, 0, "w-alias", slice4.dir / "fleet-alias.yaml")
     out = slice4.orch("--fleet", path, "exec", "--", "hostname").stdout
     assert out.strip() == "slice-w0 | slice-w0"

@@ -76,8 +76,9 @@ def problems_of(doc, tmp_path: Path) -> list[str]:
 
 
 def test_a_v6e_32_with_external_ips_prints_eight_workers_reached_at_their_external_address():
-    out = run("fleet", "import-gcloud", str(V6E_32), "--user", "tpu-ops",
-              "--identity-file", "~/.ssh/google_compute_engine")
+    out = run(
+        "fleet", "import-gcloud", str(V6E_32), "--user", "tpu-ops", "--identity-file", "~/.ssh/google_compute_engine"
+    )
     assert out.exit_code == 0, out.output
     assert out.stdout == textwrap.dedent("""\
         slices:
@@ -109,7 +110,8 @@ def test_the_printed_snippet_is_a_valid_fleet_whose_workers_connect_outside_and_
     assert sl.skip_metadata_query is False
     assert [(w.name, w.host, w.internal_address) for w in fleet.workers][:2] == [
         ("train-v6e-32-w0", "203.0.113.21", "10.202.0.2"),
-        ("train-v6e-32-w1", "203.0.113.22", "10.202.0.3")]
+        ("train-v6e-32-w1", "203.0.113.22", "10.202.0.3"),
+    ]
     assert [w.index for w in fleet.workers] == list(range(8))
 
 
@@ -118,14 +120,13 @@ def test_a_slice_without_external_ips_is_reached_at_its_internal_addresses():
     assert imported.accelerator_type == "v5p-32"
     assert imported.runtime_version == "v2-alpha-tpuv5"
     assert imported.topology == "2x2x4"
-    assert imported.entry()["workers"] == [
-        {"index": i, "address": f"10.164.0.{10 + i}"} for i in range(4)]
+    assert imported.entry()["workers"] == [{"index": i, "address": f"10.164.0.{10 + i}"} for i in range(4)]
     assert imported.warnings == ()
 
 
 def test_an_accelerator_config_without_accelerator_type_counts_v4_tensorcores():
     imported = import_describe(V4_32)
-    assert imported.accelerator_type == "v4-32"   # 2x2x4 = 16 chips, 2 TensorCores each
+    assert imported.accelerator_type == "v4-32"  # 2x2x4 = 16 chips, 2 TensorCores each
     assert imported.name == "v4-32-topology"
     assert len(imported.workers) == 4
 
@@ -133,13 +134,21 @@ def test_an_accelerator_config_without_accelerator_type_counts_v4_tensorcores():
 def test_a_single_host_v6e_8_is_one_worker():
     imported = import_describe(V6E_8)
     assert (imported.accelerator_type, imported.zone) == ("v6e-8", "europe-west4-a")
-    assert [(w.index, w.address, w.internal_address) for w in imported.workers] == [
-        (0, "203.0.113.90", "10.146.0.7")]
+    assert [(w.index, w.address, w.internal_address) for w in imported.workers] == [(0, "203.0.113.90", "10.146.0.7")]
 
 
-@pytest.mark.parametrize("kind, topology, expected", [
-    ("V6E", "4x8", "v6e-32"), ("V6E", "2x4", "v6e-8"), ("V5LITE_POD", "4x4", "v5litepod-16"),
-    ("V5P", "2x2x4", "v5p-32"), ("V4", "2x2x1", "v4-8"), ("V3", "2x2", "v3-8"), ("V2", "4x4", "v2-32")])
+@pytest.mark.parametrize(
+    "kind, topology, expected",
+    [
+        ("V6E", "4x8", "v6e-32"),
+        ("V6E", "2x4", "v6e-8"),
+        ("V5LITE_POD", "4x4", "v5litepod-16"),
+        ("V5P", "2x2x4", "v5p-32"),
+        ("V4", "2x2x1", "v4-8"),
+        ("V3", "2x2", "v3-8"),
+        ("V2", "4x4", "v2-32"),
+    ],
+)
 def test_accelerator_types_derived_from_config_follow_each_generations_naming(tmp_path, kind, topology, expected):
     doc = describe(V4_32)
     doc["acceleratorConfig"] = {"type": kind, "topology": topology}
@@ -150,9 +159,12 @@ def test_slice_name_and_ssh_settings_come_from_the_options():
     imported = import_describe(V6E_8, name="dev", user="me", identity_file="keys/id_ed25519")
     assert imported.name == "dev"
     assert imported.entry() == {
-        "accelerator_type": "v6e-8", "skip_metadata_query": False, "user": "me",
+        "accelerator_type": "v6e-8",
+        "skip_metadata_query": False,
+        "user": "me",
         "identity_file": "keys/id_ed25519",
-        "workers": [{"index": 0, "address": "203.0.113.90", "internal_address": "10.146.0.7"}]}
+        "workers": [{"index": 0, "address": "203.0.113.90", "internal_address": "10.146.0.7"}],
+    }
 
 
 def test_an_accelerator_config_that_disagrees_with_the_type_is_a_warning(tmp_path):
@@ -161,7 +173,8 @@ def test_an_accelerator_config_that_disagrees_with_the_type_is_a_warning(tmp_pat
     imported = import_doc(doc, tmp_path)
     assert imported.accelerator_type == "v6e-32"
     assert imported.warnings == (
-        "tpu.json: acceleratorType v6e-32 does not match acceleratorConfig (v6e-16); using acceleratorType",)
+        "tpu.json: acceleratorType v6e-32 does not match acceleratorConfig (v6e-16); using acceleratorType",
+    )
 
 
 def test_a_one_element_list_from_tpu_vm_list_is_accepted(tmp_path):
@@ -201,22 +214,36 @@ def test_every_problem_is_listed_at_once(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("change, problem", [
-    (lambda d: d.pop("networkEndpoints"),
-     "tpu.json: networkEndpoints: missing (state: READY; a slice has endpoints once it is READY)"),
-    (lambda d: d.update(networkEndpoints=[], state="CREATING"),
-     "tpu.json: networkEndpoints: empty: the TPU has no workers (state: CREATING)"),
-    (lambda d: d.update(networkEndpoints={"ipAddress": "10.0.0.1"}),
-     "tpu.json: networkEndpoints: expected a list, got an object"),
-    (lambda d: (d.pop("acceleratorType"), d.pop("acceleratorConfig")),
-     "tpu.json: acceleratorType: missing (and no acceleratorConfig to derive it from)"),
-    (lambda d: (d.pop("acceleratorType"), d["acceleratorConfig"].pop("topology")),
-     "tpu.json: acceleratorConfig.topology: missing (needed to derive the accelerator type)"),
-    (lambda d: d.update(acceleratorType=32),
-     "tpu.json: acceleratorType: expected a string, got a number"),
-    (lambda d: d.update(name="projects/p/locations/z/nodes/My TPU!"),
-     "tpu.json: name: 'My TPU!' is not a valid slice name (letters, digits, '.', '_' or '-')"),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (
+            lambda d: d.pop("networkEndpoints"),
+            "tpu.json: networkEndpoints: missing (state: READY; a slice has endpoints once it is READY)",
+        ),
+        (
+            lambda d: d.update(networkEndpoints=[], state="CREATING"),
+            "tpu.json: networkEndpoints: empty: the TPU has no workers (state: CREATING)",
+        ),
+        (
+            lambda d: d.update(networkEndpoints={"ipAddress": "10.0.0.1"}),
+            "tpu.json: networkEndpoints: expected a list, got an object",
+        ),
+        (
+            lambda d: (d.pop("acceleratorType"), d.pop("acceleratorConfig")),
+            "tpu.json: acceleratorType: missing (and no acceleratorConfig to derive it from)",
+        ),
+        (
+            lambda d: (d.pop("acceleratorType"), d["acceleratorConfig"].pop("topology")),
+            "tpu.json: acceleratorConfig.topology: missing (needed to derive the accelerator type)",
+        ),
+        (lambda d: d.update(acceleratorType=32), "tpu.json: acceleratorType: expected a string, got a number"),
+        (
+            lambda d: d.update(name="projects/p/locations/z/nodes/My TPU!"),
+            "tpu.json: name: 'My TPU!' is not a valid slice name (letters, digits, '.', '_' or '-')",
+        ),
+    ],
+)
 def test_each_malformed_field_is_reported_with_its_path(tmp_path, change, problem):
     doc = describe(V5P_32)
     change(doc)
@@ -263,12 +290,13 @@ def test_write_appends_the_slice_and_keeps_every_other_byte(tmp_path):
     fleet_path.write_text(FLEET)
     out = run("fleet", "import-gcloud", str(V5P_32), "--write", "--fleet", str(fleet_path))
     assert out.exit_code == 0, out.output
-    assert out.stdout == (f"{fleet_path}: updated: slice 'v5p-32-eval' (v5p-32, 4 worker(s)); "
-                          f"validated: 2 slice(s), 6 worker(s)\n")
+    assert out.stdout == (
+        f"{fleet_path}: updated: slice 'v5p-32-eval' (v5p-32, 4 worker(s)); validated: 2 slice(s), 6 worker(s)\n"
+    )
     text = fleet_path.read_text()
     cut = FLEET.index("# the last worker\n") + len("# the last worker\n")
-    inserted = text[cut:len(text) - (len(FLEET) - cut)]
-    assert text[:cut] + text[cut + len(inserted):] == FLEET
+    inserted = text[cut : len(text) - (len(FLEET) - cut)]
+    assert text[:cut] + text[cut + len(inserted) :] == FLEET
     assert inserted.startswith("  v5p-32-eval:\n    # imported from v5p-32-internal-only.json")
     fleet = load_fleet(fleet_path)
     assert list(fleet.model.slices) == ["local", "v5p-32-eval"]
@@ -336,13 +364,15 @@ def test_write_adds_a_slices_section_when_there_is_none():
 
 def test_write_refuses_flow_style_slices():
     with pytest.raises(ConfigError) as info:
-        add_slice("slices: {a: {workers: [{index: 0, address: 10.9.0.1}]}}\n", Path("fleet.yaml"),
-                  import_describe(V6E_8))
+        add_slice(
+            "slices: {a: {workers: [{index: 0, address: 10.9.0.1}]}}\n", Path("fleet.yaml"), import_describe(V6E_8)
+        )
     assert str(info.value).startswith("fleet.yaml:1 slices: not a block mapping; add the slice by hand")
 
 
 def test_the_last_line_without_a_newline_still_gets_one():
-    text = add_slice("slices:\n  a:\n    workers: [{index: 0, address: 10.9.0.1}]", Path("fleet.yaml"),
-                     import_describe(V6E_8))
+    text = add_slice(
+        "slices:\n  a:\n    workers: [{index: 0, address: 10.9.0.1}]", Path("fleet.yaml"), import_describe(V6E_8)
+    )
     assert text.startswith("slices:\n  a:\n    workers: [{index: 0, address: 10.9.0.1}]\n  dev-v6e-8:\n")
     build_fleet(loads(text, Path("fleet.yaml")))

@@ -88,7 +88,7 @@ lanes:
 def fleet_with(tmp_path: Path, lanes: str | None = None):
     text = FLEET
     if lanes is not None:
-        text = text[:text.index("lanes:")] + "lanes:\n" + textwrap.indent(textwrap.dedent(lanes), "  ")
+        text = text[: text.index("lanes:")] + "lanes:\n" + textwrap.indent(textwrap.dedent(lanes), "  ")
     path = tmp_path / "fleet.yaml"
     path.write_text(text)
     return load_fleet(path)
@@ -100,9 +100,27 @@ def fleet(tmp_path):
 
 
 def test_dry_run_of_a_four_worker_plan_matches_the_golden_file(tmp_path, fleet):
-    result = CliRunner().invoke(main, ["--fleet", str(fleet.path), "launch", "--lane", "train", "--dry-run",
-                                       "--run-id", RUN_ID, "--timeout", "3600", "--name", "train",
-                                       "--", "train.py", "--steps", "100"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--fleet",
+            str(fleet.path),
+            "launch",
+            "--lane",
+            "train",
+            "--dry-run",
+            "--run-id",
+            RUN_ID,
+            "--timeout",
+            "3600",
+            "--name",
+            "train",
+            "--",
+            "train.py",
+            "--steps",
+            "100",
+        ],
+    )
     assert result.exit_code == 0, result.output
     golden = GOLDEN / "launch_dry_run_4_workers.txt"
     if os.environ.get("ORCH_UPDATE_GOLDEN"):
@@ -112,8 +130,24 @@ def test_dry_run_of_a_four_worker_plan_matches_the_golden_file(tmp_path, fleet):
 
 
 def test_dry_run_as_json_is_the_plan_and_contacts_no_worker(fleet):
-    result = CliRunner().invoke(main, ["--fleet", str(fleet.path), "launch", "--lane", "train", "--dry-run",
-                                       "--json", "--run-id", RUN_ID, "--", "-m", "pkg.train", "--fast"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--fleet",
+            str(fleet.path),
+            "launch",
+            "--lane",
+            "train",
+            "--dry-run",
+            "--json",
+            "--run-id",
+            RUN_ID,
+            "--",
+            "-m",
+            "pkg.train",
+            "--fast",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["run_id"] == RUN_ID
@@ -122,10 +156,13 @@ def test_dry_run_as_json_is_the_plan_and_contacts_no_worker(fleet):
 
 
 def test_process_ids_follow_the_lane_order_and_tpu_worker_id_stays_the_slice_index(tmp_path):
-    fleet = fleet_with(tmp_path, lanes="""\
+    fleet = fleet_with(
+        tmp_path,
+        lanes="""\
         a: {workers: "0-1", bundle: jax-cpu, runtime: cpu, platform: cpu}
         b: {workers: [3, 2], bundle: jax-cpu, runtime: cpu, platform: cpu}
-        """)
+        """,
+    )
     plan = plan_launch(fleet, "b", ["x.py"], run_id=RUN_ID)
     assert [(p.worker, p.process_id) for p in plan.processes] == [("v6e-16-w2", 0), ("v6e-16-w3", 1)]
     assert [p.env["TPU_WORKER_ID"] for p in plan.processes] == ["2", "3"]
@@ -137,8 +174,11 @@ def test_process_ids_follow_the_lane_order_and_tpu_worker_id_stays_the_slice_ind
 
 def test_the_coordinator_port_comes_from_the_run_id_and_master_port_is_the_next_one(fleet):
     plan = plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID)
-    assert plan.coordinator_port == default_port(RUN_ID) == plan_launch(fleet, "train", ["x.py"],
-                                                                          run_id=RUN_ID).coordinator_port
+    assert (
+        plan.coordinator_port
+        == default_port(RUN_ID)
+        == plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID).coordinator_port
+    )
     assert plan.coordinator_port % 2 == 0 and 20000 <= plan.coordinator_port < 30000
     assert plan.processes[1].env["ORCH_COORDINATOR"] == f"10.128.0.2:{plan.coordinator_port}"
     assert plan.processes[1].env["MASTER_PORT"] == str(plan.coordinator_port + 1)
@@ -149,10 +189,13 @@ def test_the_coordinator_port_comes_from_the_run_id_and_master_port_is_the_next_
 
 
 def test_each_lane_gets_its_frontends_start_up_contract(tmp_path):
-    fleet = fleet_with(tmp_path, lanes="""\
+    fleet = fleet_with(
+        tmp_path,
+        lanes="""\
         jaxcpu: {workers: "0-1", bundle: jax-cpu, runtime: cpu, platform: cpu}
         torch: {workers: "2-3", bundle: torch-cpu, runtime: cpu, platform: cpu}
-        """)
+        """,
+    )
     jax_plan = plan_launch(fleet, "jaxcpu", ["x.py"], run_id=RUN_ID)
     assert [c.action for c in jax_plan.contract] == ["jax.distributed.initialize"]
     torch_plan = plan_launch(fleet, "torch", ["x.py"], run_id=RUN_ID)
@@ -181,12 +224,15 @@ def test_extra_environment_joins_the_policy_before_orch_variables(fleet):
     assert env["ORCH_PROCESS_ID"] == "3" and env["ORCH_NUM_PROCESSES"] == "4" and env["ORCH_RUN_ID"] == RUN_ID
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "nothing to launch"),
-    (["-m"], "-m needs a module name"),
-    (["-m", "not a module"], "-m needs a module name"),
-    (["--steps", "3"], "expected SCRIPT.py or -m MODULE"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "nothing to launch"),
+        (["-m"], "-m needs a module name"),
+        (["-m", "not a module"], "-m needs a module name"),
+        (["--steps", "3"], "expected SCRIPT.py or -m MODULE"),
+    ],
+)
 def test_a_launch_without_a_script_or_module_is_refused(argv, message):
     with pytest.raises(LaunchError, match=message):
         parse_target(argv)
@@ -221,8 +267,15 @@ def test_the_first_failure_is_the_earliest_non_zero_exit_and_torn_down_workers_a
     assert [e.worker for e in failures] == ["v6e-16-w2", "v6e-16-w1"]
     assert ends["v6e-16-w0"].how() == "killed by signal 9 (SIGKILL)"
     assert not ends["v6e-16-w3"].failed
-    out = LaunchOutcome(run_id=RUN_ID, status="failed", plan=plan, ends=ends, first_failure=failures[0],
-                        teardown={"done_at": 100.9}, released_at={"a": 10.0, "b": 10.004})
+    out = LaunchOutcome(
+        run_id=RUN_ID,
+        status="failed",
+        plan=plan,
+        ends=ends,
+        first_failure=failures[0],
+        teardown={"done_at": 100.9},
+        released_at={"a": 10.0, "b": 10.004},
+    )
     assert out.teardown_latency == pytest.approx(0.9)
     assert out.start_skew == pytest.approx(0.004)
     assert out.exit_code == 1 and not out.ok
@@ -233,9 +286,17 @@ def test_the_first_failure_is_the_earliest_non_zero_exit_and_torn_down_workers_a
 
 def test_a_posix_lock_on_the_libtpu_lockfile_is_found_with_its_holders_pid_and_command(tmp_path):
     lockfile = tmp_path / "libtpu_lockfile"
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,sys,time; f=open(sys.argv[1],'a'); "
-                               "fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
-                               str(lockfile)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,sys,time; f=open(sys.argv[1],'a'); "
+            "fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+            str(lockfile),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         found = launch_proc.lock_holders(str(lockfile))
@@ -249,21 +310,27 @@ def test_a_posix_lock_on_the_libtpu_lockfile_is_found_with_its_holders_pid_and_c
 
 def test_terminate_ends_a_whole_process_group_and_escalates_to_kill(tmp_path):
     # A leader that ignores TERM, with a child that ignores it too.
-    code = ("import signal,subprocess,sys,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "subprocess.Popen([sys.executable,'-c','import signal,time; signal.signal(signal.SIGTERM, "
-            "signal.SIG_IGN); time.sleep(60)']); print('up', flush=True); time.sleep(60)")
-    leader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    code = (
+        "import signal,subprocess,sys,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "subprocess.Popen([sys.executable,'-c','import signal,time; signal.signal(signal.SIGTERM, "
+        "signal.SIG_IGN); time.sleep(60)']); print('up', flush=True); time.sleep(60)"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert leader.stdout.readline().strip() == "up"
-    info = {"pid": leader.pid, "pgid": leader.pid, "sid": leader.pid,
-            "starttime": launch_proc.stat(leader.pid)["starttime"]}
+    info = {
+        "pid": leader.pid,
+        "pgid": leader.pid,
+        "sid": leader.pid,
+        "starttime": launch_proc.stat(leader.pid)["starttime"],
+    }
     time.sleep(0.2)
     assert launch_proc.verified_pgid(info) == leader.pid
     assert launch_proc.verified_pgid({**info, "starttime": 1}) is None  # a reused pid is not our group
     members = launch_proc.run_members("no-such-run", "w", info)
     assert leader.pid in members and len(members) == 2
-    report = launch_proc.terminate(lambda: launch_proc.run_members("no-such-run", "w", info),
-                                   grace=0.3, pgid=leader.pid)
+    report = launch_proc.terminate(
+        lambda: launch_proc.run_members("no-such-run", "w", info), grace=0.3, pgid=leader.pid
+    )
     leader.wait(5)
     assert leader.returncode == -signal.SIGKILL
     assert sorted(report["kill"]) == sorted(members) and report["left"] == []
@@ -283,11 +350,11 @@ def test_workdir_sync_ships_only_changes_removes_extras_and_verifies(tmp_path):
     (dst / "train.py").write_text("print('hi')\n")
     archive = tmp_path / "a.tgz"
     import tarfile
+
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(src / "pkg" / "m.py", arcname="pkg/m.py")
     result = launch_sync.apply(str(dst), wanted, str(archive))
-    assert result == {"ok": True, "changed": ["pkg/m.py"], "deleted": ["old/gone.py"], "verified": 2,
-                      "mismatches": []}
+    assert result == {"ok": True, "changed": ["pkg/m.py"], "deleted": ["old/gone.py"], "verified": 2, "mismatches": []}
     assert not (dst / "old").exists()
     (dst / "train.py").write_text("tampered\n")
     assert launch_sync.apply(str(dst), wanted, None)["mismatches"] == ["train.py"]
@@ -295,13 +362,25 @@ def test_workdir_sync_ships_only_changes_removes_extras_and_verifies(tmp_path):
 
 def test_the_launcher_refuses_folklore_from_the_worker_environment_before_any_import(tmp_path, monkeypatch):
     monkeypatch.setenv("XLA_USE_SPMD", "1")
-    doc = {"run_id": "r", "lane": "l", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1,
-           "target": {"kind": "script", "path": "x.py", "module": None, "args": []},
-           "env": {"PJRT_DEVICE": "CPU"}, "forbid": [], "run_dir": str(tmp_path)}
+    doc = {
+        "run_id": "r",
+        "lane": "l",
+        "worker": "w",
+        "index": 0,
+        "process_id": 0,
+        "num_processes": 1,
+        "target": {"kind": "script", "path": "x.py", "module": None, "args": []},
+        "env": {"PJRT_DEVICE": "CPU"},
+        "forbid": [],
+        "run_dir": str(tmp_path),
+    }
     rec = hostside_launcher.Record(str(tmp_path / "record.json"), doc)
     monkeypatch.setattr(os, "environ", dict(os.environ))  # keep the test process's environment untouched
-    with pytest.raises(hostside_launcher.Refusal, match=r"XLA_USE_SPMD='1' is set: is not the SPMD switch.*"
-                                                        r"worker's environment"):
+    with pytest.raises(
+        hostside_launcher.Refusal,
+        match=r"XLA_USE_SPMD='1' is set: is not the SPMD switch.*"
+        r"worker's environment",
+    ):
         hostside_launcher.apply_policy(doc, rec)
 
 
@@ -311,19 +390,31 @@ def test_the_watcher_sees_ready_even_when_two_record_writes_share_one_timestamp(
     run = tmp_path / "run"
     run.mkdir()
     me = launch_proc.stat(os.getpid())
-    launch_proc.write_json_atomic(str(run / launch_proc.PID_FILE), {
-        "pid": os.getpid(), "starttime": me["starttime"], "pgid": os.getpgid(0),
-        "supervisor_pid": os.getpid(), "supervisor_starttime": me["starttime"], "started_at": time.time()})
+    launch_proc.write_json_atomic(
+        str(run / launch_proc.PID_FILE),
+        {
+            "pid": os.getpid(),
+            "starttime": me["starttime"],
+            "pgid": os.getpgid(0),
+            "supervisor_pid": os.getpid(),
+            "supervisor_starttime": me["starttime"],
+            "started_at": time.time(),
+        },
+    )
     record = run / launch_proc.RECORD_FILE
     launch_proc.write_json_atomic(str(record), {"steps": ["cache-init"]})
     first = os.stat(record).st_mtime_ns
-    watcher = subprocess.Popen([sys.executable, "-m", "hostside.launch_watch", str(run), "--until", "started"],
-                               cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "hostside.launch_watch", str(run), "--until", "started"],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        time.sleep(0.5)                                  # the watcher has read the first write
+        time.sleep(0.5)  # the watcher has read the first write
         launch_proc.write_json_atomic(str(record), {"steps": ["cache-init", "ready"], "ready_at": time.time()})
-        os.utime(record, ns=(first, first))              # ...and the second lands in the same tick
+        os.utime(record, ns=(first, first))  # ...and the second lands in the same tick
         time.sleep(0.5)
         launch_proc.write_json_atomic(str(run / launch_proc.EXIT_FILE), {"exit_code": 0, "signal": None})
         _, err = watcher.communicate(timeout=10)
@@ -342,12 +433,13 @@ def test_a_stop_that_arrives_before_the_start_makes_the_late_start_and_the_relea
     report = launch_ctl.stop(str(run), grace=1.0, reason="Ctrl-C on the controller")
     assert report["ok"] and "a later start of it will refuse" in report["note"]
     started = launch_start.start({"run_dir": str(run)})
-    assert started == {"ok": False,
-                       "error": "the run was stopped before it started here (Ctrl-C on the controller)"}
+    assert started == {"ok": False, "error": "the run was stopped before it started here (Ctrl-C on the controller)"}
     assert not (run / launch_proc.PID_FILE).exists() and not (run / launch_proc.LAUNCH_FILE).exists()
 
-    rec = hostside_launcher.Record(str(run / launch_proc.RECORD_FILE), {
-        "run_id": "r", "lane": "cpu", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1, "target": {}})
+    rec = hostside_launcher.Record(
+        str(run / launch_proc.RECORD_FILE),
+        {"run_id": "r", "lane": "cpu", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1, "target": {}},
+    )
     with pytest.raises(hostside_launcher.Refusal, match=r"stopped by orch before the release \(Ctrl-C"):
         hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 5}, rec)
 
@@ -357,7 +449,8 @@ def test_a_torch_xla_lane_gets_its_policy_before_import_and_use_spmd_before_user
     fake = tmp_path / "site" / "torch_xla"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text(
-        "import os\nEVENTS = [('import', os.environ.get('PJRT_DEVICE'), os.environ.get('XLA_NO_SPECIAL_SCALARS'))]\n")
+        "import os\nEVENTS = [('import', os.environ.get('PJRT_DEVICE'), os.environ.get('XLA_NO_SPECIAL_SCALARS'))]\n"
+    )
     (fake / "runtime.py").write_text("import torch_xla\ndef use_spmd():\n    torch_xla.EVENTS.append(('use_spmd',))\n")
     (tmp_path / "site" / "torch").mkdir()
     (tmp_path / "site" / "torch" / "__init__.py").write_text("")
@@ -365,19 +458,41 @@ def test_a_torch_xla_lane_gets_its_policy_before_import_and_use_spmd_before_user
     script.write_text("import torch_xla\ntorch_xla.EVENTS.append(('user-code',))\nprint('EVENTS', torch_xla.EVENTS)\n")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "launch.json").write_text(json.dumps({
-        "schema_version": 1, "run_id": "r1", "name": None, "lane": "tpu", "bundle": "b", "platform": "tpu",
-        "worker": "w0", "index": 0, "process_id": 0, "num_processes": 1, "coordinator": None,
-        "run_dir": str(run), "forbid": ["XLA_USE_BF16", "XLA_USE_SPMD"], "frontends": ["torch_xla"],
-        "env": {"PJRT_DEVICE": "TPU", "XLA_NO_SPECIAL_SCALARS": "1"},
-        "contract": [{"frontend": "torch_xla", "action": "torch_xla.use_spmd", "detail": ""}],
-        "target": {"kind": "script", "path": str(script), "module": None, "args": []}, "distributions": []}))
+    (run / "launch.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "run_id": "r1",
+                "name": None,
+                "lane": "tpu",
+                "bundle": "b",
+                "platform": "tpu",
+                "worker": "w0",
+                "index": 0,
+                "process_id": 0,
+                "num_processes": 1,
+                "coordinator": None,
+                "run_dir": str(run),
+                "forbid": ["XLA_USE_BF16", "XLA_USE_SPMD"],
+                "frontends": ["torch_xla"],
+                "env": {"PJRT_DEVICE": "TPU", "XLA_NO_SPECIAL_SCALARS": "1"},
+                "contract": [{"frontend": "torch_xla", "action": "torch_xla.use_spmd", "detail": ""}],
+                "target": {"kind": "script", "path": str(script), "module": None, "args": []},
+                "distributions": [],
+            }
+        )
+    )
     (run / "release").write_text(json.dumps({"release_at": 0}))
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k not in ("PJRT_DEVICE", "XLA_USE_SPMD", "XLA_USE_BF16")}
-    proc = subprocess.run([sys.executable, "-m", "hostside.launcher", str(run / "launch.json")], cwd=tmp_path,
-                          env={**env, "PYTHONPATH": f"{root}:{tmp_path / 'site'}", "ORCH_HOSTSIDE": str(root)},
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hostside.launcher", str(run / "launch.json")],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": f"{root}:{tmp_path / 'site'}", "ORCH_HOSTSIDE": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "EVENTS [('import', 'TPU', '1'), ('use_spmd',), ('user-code',)]" in proc.stdout
     steps = [s["name"] for s in json.loads((run / "record.json").read_text())["steps"]]
@@ -392,7 +507,7 @@ def test_interrupts_are_dropped_during_a_teardown_and_work_again_after_it():
         launch.interrupt_on_termination()
 
         def teardown():
-            os.kill(os.getpid(), signal.SIGINT)     # a second Ctrl-C while the gang is being stopped
+            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C while the gang is being stopped
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)
             return "stopped"
@@ -414,5 +529,5 @@ def test_a_closed_terminal_cannot_break_the_gangs_reporting():
     def closed(*_):
         raise OSError(5, "Input/output error")
 
-    launch._never_raising(closed)("slice-w0", "line")        # no exception: the teardown goes on
+    launch._never_raising(closed)("slice-w0", "line")  # no exception: the teardown goes on
     assert launch._never_raising(None) is None

@@ -89,10 +89,15 @@ def start_orch(slice4, runs_dir, *args, fleet=None) -> subprocess.Popen:
 
     from orchestrator import sandbox
 
-    env = {**os.environ, "ORCH_FLEET": str(fleet or slice4.fleet_path), sandbox.DIR_ENV: str(slice4.dir),
-           "ORCH_RUNS_DIR": str(runs_dir)}
-    return subprocess.Popen([orch_executable(), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+    env = {
+        **os.environ,
+        "ORCH_FLEET": str(fleet or slice4.fleet_path),
+        sandbox.DIR_ENV: str(slice4.dir),
+        "ORCH_RUNS_DIR": str(runs_dir),
+    }
+    return subprocess.Popen(
+        [orch_executable(), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
 
 
 def read_until(proc: subprocess.Popen, pattern: str, timeout: float = 180) -> list[str]:
@@ -110,10 +115,23 @@ def read_until(proc: subprocess.Popen, pattern: str, timeout: float = 180) -> li
 # -- acceptance: the examples ---------------------------------------------------------
 
 
-def test_jax_example_runs_on_four_workers_and_every_worker_reports_the_same_global_loss(slice4, jax_cpu_lane,
-                                                                                          runs_dir):
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--env", "JAX_NUM_CPU_DEVICES=2",
-               "--workdir", str(EXAMPLES), "--", "jax_spmd.py", "--steps", "8", timeout=300)
+def test_jax_example_runs_on_four_workers_and_every_worker_reports_the_same_global_loss(slice4, jax_cpu_lane, runs_dir):
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--env",
+        "JAX_NUM_CPU_DEVICES=2",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "8",
+        timeout=300,
+    )
     found = results(res.stdout)
     assert sorted(int(r["process"]) for r in found) == [0, 1, 2, 3]
     assert {r["processes"] for r in found} == {"4"}
@@ -124,21 +142,39 @@ def test_jax_example_runs_on_four_workers_and_every_worker_reports_the_same_glob
     assert rec["state"] == "succeeded"
     assert rec["outcome"]["start_skew"] < 0.5
     worker = json.loads((runs_dir / run_id / "workers" / "slice-w2.json").read_text())["record"]
-    assert [s["name"] for s in worker["steps"]] == ["policy", "import jax", "cache-init", "wait-release",
-                                                    "distributed-init", "user-code"]
+    assert [s["name"] for s in worker["steps"]] == [
+        "policy",
+        "import jax",
+        "cache-init",
+        "wait-release",
+        "distributed-init",
+        "user-code",
+    ]
     assert [s["status"] for s in worker["steps"]][2] == "done"
     assert worker["process_id"] == 2 and worker["num_processes"] == 4
     assert worker["jax_distributed_owner"] == "launcher"
-    assert any("called jax.distributed.initialize(); the launcher already did" in n["text"]
-               for n in worker["notes"])
+    assert any("called jax.distributed.initialize(); the launcher already did" in n["text"] for n in worker["notes"])
     assert worker["versions"]["jax"] == "0.10.2"
     assert worker["exit"]["code"] == 0
     assert no_processes_left(slice4, run_id)
 
 
 def test_torch_ddp_example_runs_on_four_workers_over_gloo(slice4, torch_cpu_lane, torch_cpu_fleet, runs_dir):
-    res = orch(slice4, runs_dir, "launch", "--lane", "torch", "--workdir", str(EXAMPLES), "--",
-               "torch_ddp.py", "--steps", "8", fleet=torch_cpu_fleet, timeout=300)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "torch",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "torch_ddp.py",
+        "--steps",
+        "8",
+        fleet=torch_cpu_fleet,
+        timeout=300,
+    )
     found = results(res.stdout)
     assert sorted(int(r["process"]) for r in found) == [0, 1, 2, 3]
     assert {r["processes"] for r in found} == {"4"}
@@ -152,9 +188,27 @@ def test_torch_ddp_example_runs_on_four_workers_over_gloo(slice4, torch_cpu_lane
 
 
 def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu_lane, runs_dir):
-    proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
-                      "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", "--fail-process", "2",
-                      "--fail-after", "3", "--fail-code", "3")
+    proc = start_orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "1000",
+        "--step-sleep",
+        "0.2",
+        "--fail-process",
+        "2",
+        "--fail-after",
+        "3",
+        "--fail-code",
+        "3",
+    )
     try:
         seen = read_until(proc, r"slice-w2 \| process 2: failing on purpose")
         failed_at = time.monotonic()
@@ -182,23 +236,44 @@ def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu
 
 
 def test_a_worker_that_goes_silent_is_lost_the_gang_is_torn_down_and_stop_finishes_it_after_resume(
-        slice4, jax_cpu_lane, runs_dir):
+    slice4, jax_cpu_lane, runs_dir
+):
     from orchestrator import sandbox
 
-    proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--lost-after", "3", "--grace", "1",
-                      "--workdir", str(EXAMPLES), "--", "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2")
+    proc = start_orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--lost-after",
+        "3",
+        "--grace",
+        "1",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "1000",
+        "--step-sleep",
+        "0.2",
+    )
     try:
         seen = read_until(proc, r"step 3 loss")
         run_id = run_id_from("".join(seen))
-        paused = {str(pid) for pid in sandbox.pause(slice4.dir, 3).pids}   # a hung host: TCP connects, nothing answers
+        paused = {str(pid) for pid in sandbox.pause(slice4.dir, 3).pids}  # a hung host: TCP connects, nothing answers
         try:
             read_until(proc, r"slice-w3 lost: ", timeout=60)
             lost_at = time.monotonic()
 
             def healthy_left() -> list[str]:
                 # Workers share one pid namespace: a listing shows the paused worker's processes too.
-                return [line for line in run_processes(slice4, run_id, slice4.workers[:1])[slice4.workers[0]]
-                        if line.split()[0] not in paused]
+                return [
+                    line
+                    for line in run_processes(slice4, run_id, slice4.workers[:1])[slice4.workers[0]]
+                    if line.split()[0] not in paused
+                ]
 
             while healthy_left():
                 assert time.monotonic() - lost_at < 5.0, healthy_left()
@@ -219,8 +294,21 @@ def test_a_worker_that_goes_silent_is_lost_the_gang_is_torn_down_and_stop_finish
 
 @pytest.mark.parametrize("sig, said", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
 def test_ctrl_c_on_the_controller_leaves_no_process_on_any_worker(slice4, jax_cpu_lane, runs_dir, sig, said):
-    proc = start_orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
-                      "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2")
+    proc = start_orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "1000",
+        "--step-sleep",
+        "0.2",
+    )
     try:
         seen = read_until(proc, r"step 3 loss")
         run_id = run_id_from("".join(seen))
@@ -236,9 +324,27 @@ def test_ctrl_c_on_the_controller_leaves_no_process_on_any_worker(slice4, jax_cp
 
 
 def test_timeout_tears_the_gang_down(slice4, jax_cpu_lane, runs_dir):
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--timeout", "4", "--grace", "1", "--workdir",
-               str(EXAMPLES), "--", "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", check=False,
-               timeout=180)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--timeout",
+        "4",
+        "--grace",
+        "1",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "1000",
+        "--step-sleep",
+        "0.2",
+        check=False,
+        timeout=180,
+    )
     assert res.returncode == 124, res.stderr
     assert "exceeded its timeout of 4s" in res.stderr
     assert no_processes_left(slice4, run_id_from(res.stderr))
@@ -247,35 +353,77 @@ def test_timeout_tears_the_gang_down(slice4, jax_cpu_lane, runs_dir):
 # -- preflight ------------------------------------------------------------------------
 
 
-HOLD_LOCK = ("import fcntl, time; f = open('/tmp/libtpu_lockfile', 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
-             "time.sleep(600)")
+HOLD_LOCK = "import fcntl, time; f = open('/tmp/libtpu_lockfile', 'a'); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(600)"
 
 
-def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_orphans(slice4, jax_cpu_lane,
-                                                                                        runs_dir, tmp_path):
+def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_orphans(
+    slice4, jax_cpu_lane, runs_dir, tmp_path
+):
     sleeper = tmp_path / "code"
     sleeper.mkdir()
     (sleeper / "sleep.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
     # An orphan of an earlier orch run: a detached run whose supervisors are then killed.
-    earlier = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--workdir", str(sleeper), "--",
-                   "sleep.py", timeout=180).stdout.strip()
-    slice4.ssh("slice-w3", "sh", "-c", f"kill -9 $(python3 -c \"import json; "
-               f"print(json.load(open('/var/lib/orch/runs/{earlier}/pid'))['supervisor_pid'])\")", check=True)
-    holder = slice4.ssh("slice-w1", "sh", "-c", f"setsid python3 -c \"{HOLD_LOCK}\" </dev/null >/dev/null 2>&1 & "
-                        "echo $!", check=True).stdout.strip()
+    earlier = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--detach",
+        "--workdir",
+        str(sleeper),
+        "--",
+        "sleep.py",
+        timeout=180,
+    ).stdout.strip()
+    slice4.ssh(
+        "slice-w3",
+        "sh",
+        "-c",
+        f'kill -9 $(python3 -c "import json; '
+        f"print(json.load(open('/var/lib/orch/runs/{earlier}/pid'))['supervisor_pid'])\")",
+        check=True,
+    )
+    holder = slice4.ssh(
+        "slice-w1", "sh", "-c", f'setsid python3 -c "{HOLD_LOCK}" </dev/null >/dev/null 2>&1 & echo $!', check=True
+    ).stdout.strip()
     try:
         time.sleep(0.5)
-        refused = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
-                       "jax_spmd.py", check=False, timeout=120)
+        refused = orch(
+            slice4,
+            runs_dir,
+            "launch",
+            "--lane",
+            "cpu",
+            "--workdir",
+            str(EXAMPLES),
+            "--",
+            "jax_spmd.py",
+            check=False,
+            timeout=120,
+        )
         assert refused.returncode == 1
-        assert re.search(rf"slice-w1: /tmp/libtpu_lockfile is locked by pid {holder} \(python3 -c import fcntl",
-                         refused.stderr), refused.stderr
+        assert re.search(
+            rf"slice-w1: /tmp/libtpu_lockfile is locked by pid {holder} \(python3 -c import fcntl", refused.stderr
+        ), refused.stderr
         assert "not started by orch, so --reclaim leaves it alone" in refused.stderr
         assert f"earlier run {earlier} still has" in refused.stderr
         assert any(run_processes(slice4, earlier).values())
 
-        reclaimed = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--reclaim", "--workdir", str(EXAMPLES),
-                         "--", "jax_spmd.py", check=False, timeout=120)
+        reclaimed = orch(
+            slice4,
+            runs_dir,
+            "launch",
+            "--lane",
+            "cpu",
+            "--reclaim",
+            "--workdir",
+            str(EXAMPLES),
+            "--",
+            "jax_spmd.py",
+            check=False,
+            timeout=120,
+        )
         assert reclaimed.returncode == 1  # still refused: the foreign holder stays
         assert f"slice-w3: ended 1 process(es) of earlier run {earlier}" in reclaimed.stderr
         assert f"is locked by pid {holder}" in reclaimed.stderr
@@ -286,16 +434,28 @@ def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_
         orch(slice4, runs_dir, "stop", earlier, "--grace", "1", check=False)
 
 
-def test_a_coordinator_port_that_is_taken_refuses_the_launch_before_anything_starts(slice4, jax_cpu_lane,
-                                                                                   runs_dir):
+def test_a_coordinator_port_that_is_taken_refuses_the_launch_before_anything_starts(slice4, jax_cpu_lane, runs_dir):
     import socket
 
-    with socket.socket() as held:                 # the workers share this machine's network stack
+    with socket.socket() as held:  # the workers share this machine's network stack
         held.bind(("0.0.0.0", 0))
         held.listen()
         port = held.getsockname()[1]
-        res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--port", str(port), "--workdir", str(EXAMPLES),
-                   "--", "jax_spmd.py", check=False, timeout=120)
+        res = orch(
+            slice4,
+            runs_dir,
+            "launch",
+            "--lane",
+            "cpu",
+            "--port",
+            str(port),
+            "--workdir",
+            str(EXAMPLES),
+            "--",
+            "jax_spmd.py",
+            check=False,
+            timeout=120,
+        )
     assert res.returncode != 0
     assert f"slice-w0: coordinator port {port} is taken" in res.stderr and "choose another with --port" in res.stderr
     [record] = [json.loads(r.read_text()) for r in runs_dir.glob("*/run.json")]
@@ -307,23 +467,48 @@ def test_a_lane_with_two_bundles_active_is_refused_naming_workers_and_bundles(sl
     link = slice4.ssh("slice-w2", "readlink", active, check=True).stdout.strip()  # restored exactly
     target = slice4.ssh("slice-w2", "readlink", "-f", active, check=True).stdout.strip()
     other = "/var/lib/orch/envs/other-jax-cpu"
-    slice4.ssh("slice-w2", "sh", "-c", f'mkdir -p {other}/bin && ln -sfn "$(readlink -f {target}/bin/python)" '
-               f"{other}/bin/python && ln -sfn {other} {active}", check=True)
+    slice4.ssh(
+        "slice-w2",
+        "sh",
+        "-c",
+        f'mkdir -p {other}/bin && ln -sfn "$(readlink -f {target}/bin/python)" '
+        f"{other}/bin/python && ln -sfn {other} {active}",
+        check=True,
+    )
     try:
         res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--", "/nonexistent.py", check=False, timeout=120)
     finally:
         slice4.ssh("slice-w2", "sh", "-c", f"ln -sfn {link} {active} && rm -rf {other}", check=True)
     assert res.returncode == 1
-    assert (f"lane 'cpu' has a mixed stack: slice-w0, slice-w1, slice-w3 run {Path(target).name} ({target}); "
-            f"slice-w2 runs other-jax-cpu ({other})") in res.stderr
+    assert (
+        f"lane 'cpu' has a mixed stack: slice-w0, slice-w1, slice-w3 run {Path(target).name} ({target}); "
+        f"slice-w2 runs other-jax-cpu ({other})"
+    ) in res.stderr
 
 
 # -- detached runs ----------------------------------------------------------------------
 
 
 def test_a_detached_run_can_be_listed_inspected_followed_and_stopped(slice4, jax_cpu_lane, runs_dir):
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--name", "bg", "--workdir",
-               str(EXAMPLES), "--", "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", timeout=180)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--detach",
+        "--name",
+        "bg",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "1000",
+        "--step-sleep",
+        "0.2",
+        timeout=180,
+    )
     run_id = res.stdout.strip()
     assert re.fullmatch(r"bg-\d{8}-\d{6}-[0-9a-f]{4}", run_id), res.stdout
     try:
@@ -345,9 +530,27 @@ def test_a_detached_run_can_be_listed_inspected_followed_and_stopped(slice4, jax
 
 
 def test_attach_resumes_the_gang_rule_for_a_detached_run(slice4, jax_cpu_lane, runs_dir):
-    run_id = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--detach", "--workdir", str(EXAMPLES), "--",
-                  "jax_spmd.py", "--steps", "1000", "--step-sleep", "0.2", "--fail-process", "1",
-                  "--fail-after", "25", timeout=180).stdout.strip()
+    run_id = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--detach",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "1000",
+        "--step-sleep",
+        "0.2",
+        "--fail-process",
+        "1",
+        "--fail-after",
+        "25",
+        timeout=180,
+    ).stdout.strip()
     try:
         res = orch(slice4, runs_dir, "attach", run_id, check=False, timeout=120)
         assert res.returncode == 1, res.stderr

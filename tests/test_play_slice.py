@@ -48,7 +48,12 @@ def test_a_lane_intending_tpu_stops_at_the_deep_probe_as_runtime_proof(slice4, j
     assert doc["stopped_at"] == "runtime" and doc["layer"] == "runtime-proof"
     v = verdicts(doc)
     assert [v[n] for n in ("reachable", "pinned", "deploy", "runtime", "smoke")] == [
-        "passed", "passed", "passed", "failed", "skipped"]
+        "passed",
+        "passed",
+        "passed",
+        "failed",
+        "skipped",
+    ]
     rung = next(r for r in doc["rungs"] if r["name"] == "runtime")
     assert "tpu" in rung["evidence"].lower() and rung["remedy"]
 
@@ -76,7 +81,7 @@ def test_upgrade_validation_runs_end_to_end_on_two_lanes_with_two_real_bundles(m
     runs = sb.dir / "runs"
     for lane in ("operator", "validation"):
         sb.orch("bundle", "lock", "--lane", lane, timeout=600)
-    sb.orch("deploy", "--lane", "operator", timeout=900)       # the operator lane as it runs today
+    sb.orch("deploy", "--lane", "operator", timeout=900)  # the operator lane as it runs today
     book = LADDER.parent / "upgrade-validation.yaml"
     proc = sb.orch("play", book, check=False, timeout=1200, env={"ORCH_RUNS_DIR": str(runs)})
     assert proc.returncode == 0, proc.stderr
@@ -88,4 +93,4 @@ def test_upgrade_validation_runs_end_to_end_on_two_lanes_with_two_real_bundles(m
     assert compare[3].startswith("stack differences")
     assert compare.index("figures:") > compare.index(next(c for c in compare if "libtpu (installed)" in c))
     status = json.loads(sb.orch("bundle", "status", "--json").stdout)
-    assert status["mixed"] == {}                                # each lane on its own bundle, neither mixed
+    assert status["mixed"] == {}  # each lane on its own bundle, neither mixed

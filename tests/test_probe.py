@@ -32,17 +32,25 @@ JAX_FALLBACK_STDERR = textwrap.dedent("""\
     I1122 04:28:21.586655   10679 pjrt_api.cc:119] GetPjrtApi was found for tpu at /var/lib/orch/envs/b/lib/python3.11/site-packages/libtpu/libtpu.so
     INFO jax._src.xla_bridge: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU topology.
     """)
-LIBTPU_ERROR_LOG = ('E1122 04:30:07.378848   13156 tpu_util.cc:19] Failed to get TPU topology: NOT_FOUND: '
-                    'embed://tpu_chip_config/jellyfish_chip_configs_megachip_tccontrol.binarypb does not exist.')
+LIBTPU_ERROR_LOG = (
+    "E1122 04:30:07.378848   13156 tpu_util.cc:19] Failed to get TPU topology: NOT_FOUND: "
+    "embed://tpu_chip_config/jellyfish_chip_configs_megachip_tccontrol.binarypb does not exist."
+)
 # Captured: the same without topology env; and with a second process holding the lockfile.
-JAX_NO_DEVICE_LINE = ("INFO jax._src.xla_bridge: Unable to initialize backend 'tpu': NOT_FOUND: TPU initialization "
-                      "failed: No jellyfish device found.")
-JAX_LOCK_LINE = ("INFO jax._src.xla_bridge: Unable to initialize backend 'tpu': ABORTED: Internal error when "
-                 "accessing libtpu multi-process lockfile. Run \"$ sudo rm /tmp/libtpu_lockfile\".")
+JAX_NO_DEVICE_LINE = (
+    "INFO jax._src.xla_bridge: Unable to initialize backend 'tpu': NOT_FOUND: TPU initialization "
+    "failed: No jellyfish device found."
+)
+JAX_LOCK_LINE = (
+    "INFO jax._src.xla_bridge: Unable to initialize backend 'tpu': ABORTED: Internal error when "
+    'accessing libtpu multi-process lockfile. Run "$ sudo rm /tmp/libtpu_lockfile".'
+)
 # Captured: JAX_PLATFORMS=tpu turns the fallback into an error.
-JAX_PLATFORMS_TPU_ERROR = ("RuntimeError: Unable to initialize backend 'tpu': NOT_FOUND: TPU initialization failed: "
-                           "No jellyfish device found. (set JAX_PLATFORMS='' to automatically choose an available "
-                           "backend)")
+JAX_PLATFORMS_TPU_ERROR = (
+    "RuntimeError: Unable to initialize backend 'tpu': NOT_FOUND: TPU initialization failed: "
+    "No jellyfish device found. (set JAX_PLATFORMS='' to automatically choose an available "
+    "backend)"
+)
 
 PROC_LOCKS = textwrap.dedent("""\
     1: POSIX  ADVISORY  WRITE 9018 fe:00:2146719 0 EOF
@@ -54,8 +62,16 @@ PROC_LOCKS = textwrap.dedent("""\
 
 
 def result_line(**fields) -> str:
-    base = {"frontend": "jax", "version": "0.10.2", "device_count": 1, "platform": "cpu", "device_kind": "cpu",
-            "value": 3920.0, "expected": 3920.0, "computed": True}
+    base = {
+        "frontend": "jax",
+        "version": "0.10.2",
+        "device_count": 1,
+        "platform": "cpu",
+        "device_kind": "cpu",
+        "value": 3920.0,
+        "expected": 3920.0,
+        "computed": True,
+    }
     return hp.RESULT_MARK + json.dumps({**base, **fields}) + "\n"
 
 
@@ -65,22 +81,30 @@ def result_line(**fields) -> str:
 
 def test_proc_locks_lines_parse_into_pid_device_and_inode():
     entries = hp.parse_proc_locks(PROC_LOCKS)
-    assert entries[0] == {"pid": 9018, "kind": "POSIX", "mode": "ADVISORY", "access": "WRITE", "blocked": False,
-                          "major": 0xfe, "minor": 0, "inode": 2146719}
+    assert entries[0] == {
+        "pid": 9018,
+        "kind": "POSIX",
+        "mode": "ADVISORY",
+        "access": "WRITE",
+        "blocked": False,
+        "major": 0xFE,
+        "minor": 0,
+        "inode": 2146719,
+    }
     assert [e["pid"] for e in entries] == [9018, 812, 990, -1, 4242]
     assert [e["blocked"] for e in entries] == [False, False, True, False, False]
 
 
 def test_a_lock_holder_is_matched_by_device_and_inode_and_waiters_do_not_count():
     entries = hp.parse_proc_locks(PROC_LOCKS)
-    assert hp.lock_holders(entries, 2146719, 0xfe, 0) == [9018]
+    assert hp.lock_holders(entries, 2146719, 0xFE, 0) == [9018]
     assert hp.lock_holders(entries, 1203, 0, 0x19) == [812]
 
 
 def test_a_lock_holder_is_matched_by_inode_alone_when_the_device_numbers_differ():
     entries = hp.parse_proc_locks(PROC_LOCKS)
-    assert hp.lock_holders(entries, 2146719, 0, 0x2a) == [4242, 9018]
-    assert hp.lock_holders(entries, 77, 0xfe, 0) == []
+    assert hp.lock_holders(entries, 2146719, 0, 0x2A) == [4242, 9018]
+    assert hp.lock_holders(entries, 77, 0xFE, 0) == []
 
 
 def test_lockfile_is_absent_held_or_stale_and_the_probe_itself_is_never_a_holder():
@@ -93,10 +117,13 @@ def test_lockfile_is_absent_held_or_stale_and_the_probe_itself_is_never_a_holder
 
 def test_the_device_check_names_the_pid_and_command_holding_a_real_lockfile(tmp_path):
     lockfile = tmp_path / "libtpu_lockfile"
-    code = ("import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); "
-            "print('locked', flush=True); time.sleep(60)")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(lockfile), "train-step"], stdout=subprocess.PIPE,
-                              text=True)
+    code = (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); "
+        "print('locked', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(lockfile), "train-step"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         check = hp.check_device({"platform": "tpu", "lockfile": str(lockfile)}, {}).to_dict()
@@ -119,8 +146,9 @@ def test_the_device_check_names_the_pid_and_command_holding_a_real_lockfile(tmp_
 
 
 def test_a_tpu_lane_answered_by_cpu_is_a_silent_fallback_failure_with_the_runtime_reason():
-    verdict = hp.parse_runtime_output("jax", result_line(), JAX_FALLBACK_STDERR, 0, intended="tpu",
-                                      extra_log=LIBTPU_ERROR_LOG)
+    verdict = hp.parse_runtime_output(
+        "jax", result_line(), JAX_FALLBACK_STDERR, 0, intended="tpu", extra_log=LIBTPU_ERROR_LOG
+    )
     assert verdict["status"] == "fail"
     assert "intended tpu, answered from cpu" in verdict["summary"] and "silent fallback" in verdict["summary"]
     assert verdict["evidence"][0].endswith("Failed to get global TPU topology.")
@@ -136,8 +164,9 @@ def test_a_cpu_lane_answered_by_cpu_is_ok():
 
 def test_a_runtime_error_is_a_failure_carrying_the_error_line():
     stdout = hp.RESULT_MARK + json.dumps({"frontend": "jax", "error": JAX_PLATFORMS_TPU_ERROR}) + "\n"
-    verdict = hp.parse_runtime_output("jax", stdout, "Traceback (most recent call last):\n" +
-                                      JAX_PLATFORMS_TPU_ERROR + "\n", 1, intended="tpu")
+    verdict = hp.parse_runtime_output(
+        "jax", stdout, "Traceback (most recent call last):\n" + JAX_PLATFORMS_TPU_ERROR + "\n", 1, intended="tpu"
+    )
     assert verdict["status"] == "fail"
     assert verdict["evidence"][0] == JAX_PLATFORMS_TPU_ERROR
     assert verdict["evidence"].count(JAX_PLATFORMS_TPU_ERROR) == 1
@@ -165,8 +194,10 @@ def test_key_lines_keep_reasons_and_drop_info_noise():
 
 
 def test_the_child_environment_applies_policy_and_removes_forbidden_variables():
-    env, removed = hp.child_environment({"env": {"PJRT_DEVICE": "TPU"}, "forbid": ["XLA_USE_BF16", "XLA_USE_SPMD"]},
-                                        {"XLA_USE_BF16": "1", "PATH": "/usr/bin", "PYTHONPATH": "/x/hostside"})
+    env, removed = hp.child_environment(
+        {"env": {"PJRT_DEVICE": "TPU"}, "forbid": ["XLA_USE_BF16", "XLA_USE_SPMD"]},
+        {"XLA_USE_BF16": "1", "PATH": "/usr/bin", "PYTHONPATH": "/x/hostside"},
+    )
     assert removed == ["XLA_USE_BF16"]
     assert env["PJRT_DEVICE"] == "TPU" and "XLA_USE_BF16" not in env and "PYTHONPATH" not in env
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "0"
@@ -175,8 +206,9 @@ def test_the_child_environment_applies_policy_and_removes_forbidden_variables():
 
 
 def test_the_runtime_child_reports_a_timeout_and_kills_its_process_group():
-    rc, out, err, timed_out = hp.run_child([sys.executable, "-c", "import time; print('x', flush=True); "
-                                            "time.sleep(30)"], dict(os.environ), 1.0)
+    rc, out, err, timed_out = hp.run_child(
+        [sys.executable, "-c", "import time; print('x', flush=True); time.sleep(30)"], dict(os.environ), 1.0
+    )
     assert timed_out and rc is None and out == "x\n"
 
 
@@ -185,9 +217,15 @@ def test_a_probe_that_is_terminated_takes_its_runtime_child_with_it(tmp_path):
     leave it behind holding libtpu's lock."""
     pidfile = tmp_path / "child.pid"
     child = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    probe = subprocess.Popen([sys.executable, "-c", "import os, sys; from hostside.probe import run_child; "
-                              f"run_child([sys.executable, '-c', {child!r}], dict(os.environ), 60)"],
-                             cwd=Path(__file__).resolve().parent.parent)
+    probe = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; from hostside.probe import run_child; "
+            f"run_child([sys.executable, '-c', {child!r}], dict(os.environ), 60)",
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         deadline = time.monotonic() + 10
         while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
@@ -251,21 +289,45 @@ def test_a_shallow_probe_before_the_first_deploy_only_warns_but_a_dangling_point
 def test_a_bundle_without_manifest_is_a_warning_and_reports_versions(tmp_path):
     make_env(tmp_path, "b1", {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.4.6"})
     state: dict = {}
-    check = hp.check_bundle({"root": str(tmp_path), "lane": "cpu", "platform": "cpu",
-                             "bundle": {"name": "jax-cpu", "pins": {"jax": "0.10.2", "jaxlib": "0.10.2"}},
-                             "frontends": ["jax"]}, state).to_dict()
+    check = hp.check_bundle(
+        {
+            "root": str(tmp_path),
+            "lane": "cpu",
+            "platform": "cpu",
+            "bundle": {"name": "jax-cpu", "pins": {"jax": "0.10.2", "jaxlib": "0.10.2"}},
+            "frontends": ["jax"],
+        },
+        state,
+    ).to_dict()
     assert check["status"] == "warn" and check["headline"].startswith("no manifest")
     assert check["data"]["versions"] == {"jax": "0.10.2", "jaxlib": "0.10.2"}
     assert state["bundle_id"] == "b1" and state["frontends"] == ["jax"]
 
 
 def test_installed_wheels_that_differ_from_the_manifest_or_the_pins_are_bundle_skew(tmp_path):
-    make_env(tmp_path, "b2", {"jax": "0.10.2", "jaxlib": "0.9.0", "libtpu": "0.0.42.1"}, lane="tpu",
-             manifest={"schema_version": 1, "bundle_id": "b2", "bundle": "jax-libtpu", "python": "3.11",
-                       "distributions": {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"}})
-    check = hp.check_bundle({"root": str(tmp_path), "lane": "tpu", "platform": "tpu",
-                             "bundle": {"name": "jax-tpu-next", "pins": {"jax": "0.10.2", "libtpu": "0.0.43"}},
-                             "frontends": ["jax", "torch_xla"]}, {}).to_dict()
+    make_env(
+        tmp_path,
+        "b2",
+        {"jax": "0.10.2", "jaxlib": "0.9.0", "libtpu": "0.0.42.1"},
+        lane="tpu",
+        manifest={
+            "schema_version": 1,
+            "bundle_id": "b2",
+            "bundle": "jax-libtpu",
+            "python": "3.11",
+            "distributions": {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"},
+        },
+    )
+    check = hp.check_bundle(
+        {
+            "root": str(tmp_path),
+            "lane": "tpu",
+            "platform": "tpu",
+            "bundle": {"name": "jax-tpu-next", "pins": {"jax": "0.10.2", "libtpu": "0.0.43"}},
+            "frontends": ["jax", "torch_xla"],
+        },
+        {},
+    ).to_dict()
     assert check["status"] == "fail" and check["layer"] == "bundle-skew"
     assert check["evidence"] == [
         "lane tpu runs bundle 'jax-libtpu' (b2), the fleet says 'jax-tpu-next'; redeploy the lane",
@@ -285,38 +347,63 @@ def test_cache_directories_are_checked_against_the_role_the_policy_gives_the_wor
     (tmp_path / "w" / "jax").mkdir(parents=True)
     (tmp_path / "r" / "jax").mkdir(parents=True)
     state = {"bundle_id": "b1", "frontends": ["jax"], "installed": {"jax": "0.10.2"}}
-    writer = hp.check_cache({"caches": [{"frontend": "jax", "path": str(tmp_path / "w" / "jax"),
-                                         "expect": "writable"}]}, state).to_dict()
+    writer = hp.check_cache(
+        {"caches": [{"frontend": "jax", "path": str(tmp_path / "w" / "jax"), "expect": "writable"}]}, state
+    ).to_dict()
     assert writer["status"] == "ok" and writer["summary"] == "jax rw ok"
-    reader = hp.check_cache({"caches": [{"frontend": "jax", "path": str(tmp_path / "r" / "jax"),
-                                         "expect": "readonly"}]}, state).to_dict()
+    reader = hp.check_cache(
+        {"caches": [{"frontend": "jax", "path": str(tmp_path / "r" / "jax"), "expect": "readonly"}]}, state
+    ).to_dict()
     assert reader["status"] == "ok" and "read-only enforced by the launcher" in reader["summary"]
-    fresh = hp.check_cache({"caches": [{"frontend": "jax", "path": str(tmp_path / "c" / "{bundle_id}" / "jax"),
-                                        "expect": "writable"}]}, state).to_dict()
+    fresh = hp.check_cache(
+        {"caches": [{"frontend": "jax", "path": str(tmp_path / "c" / "{bundle_id}" / "jax"), "expect": "writable"}]},
+        state,
+    ).to_dict()
     assert fresh["status"] == "ok" and "created on first write" in fresh["summary"]
     assert fresh["data"]["caches"][0]["path"] == str(tmp_path / "c" / "b1" / "jax")
-    cold = hp.check_cache({"caches": [{"frontend": "jax", "path": str(tmp_path / "none" / "jax"),
-                                       "expect": "readonly"}]}, state).to_dict()
+    cold = hp.check_cache(
+        {"caches": [{"frontend": "jax", "path": str(tmp_path / "none" / "jax"), "expect": "readonly"}]}, state
+    ).to_dict()
     assert cold["status"] == "warn" and "cold start" in cold["headline"]
-    skipped = hp.check_cache({"caches": [{"frontend": "torch_xla", "path": str(tmp_path), "expect": "writable"}]},
-                             state).to_dict()
+    skipped = hp.check_cache(
+        {"caches": [{"frontend": "torch_xla", "path": str(tmp_path), "expect": "writable"}]}, state
+    ).to_dict()
     assert skipped["data"]["caches"] == []
 
 
 def test_the_hostside_probe_prints_one_document_for_a_worker_in_no_lane(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "hostside.probe", "--request",
-                           json.dumps({"root": str(tmp_path), "controller_time": 0})],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hostside.probe",
+            "--request",
+            json.dumps({"root": str(tmp_path), "controller_time": 0}),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     doc = json.loads(proc.stdout)
     assert doc["schema_version"] == 1 and doc["job"] == "probe"
     assert [(c["name"], c["status"]) for c in doc["checks"]][1:] == [
-        ("bundle", "skip"), ("device", doc["checks"][2]["status"]), ("runtime", "skip"), ("cache", "skip")]
+        ("bundle", "skip"),
+        ("device", doc["checks"][2]["status"]),
+        ("runtime", "skip"),
+        ("cache", "skip"),
+    ]
     assert doc["checks"][0]["status"] == "warn"  # a clock 55 years off
 
 
 def test_a_malformed_request_is_refused_with_a_message():
-    proc = subprocess.run([sys.executable, "-m", "hostside.probe", "--request", "[]"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hostside.probe", "--request", "[]"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "must be a JSON object" in proc.stderr and proc.stdout == ""
 
 
@@ -363,9 +450,13 @@ def test_the_plan_carries_policy_topology_pins_frontends_and_cache_roles(fleet):
     docs = {r.worker.name: r.doc for r in plan.requests}
     w1 = docs["s-w1"]
     assert w1["platform"] == "tpu" and w1["deep"] is True and w1["deadline"] == 36
-    assert w1["policy"]["env"] == {"TPU_SKIP_MDS_QUERY": "1", "TPU_WORKER_ID": "1", "TPU_ACCELERATOR_TYPE": "v6e-16",
-                                   "TPU_WORKER_HOSTNAMES": "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5",
-                                   "PJRT_DEVICE": "TPU"}
+    assert w1["policy"]["env"] == {
+        "TPU_SKIP_MDS_QUERY": "1",
+        "TPU_WORKER_ID": "1",
+        "TPU_ACCELERATOR_TYPE": "v6e-16",
+        "TPU_WORKER_HOSTNAMES": "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5",
+        "PJRT_DEVICE": "TPU",
+    }
     assert w1["policy"]["forbid"] == ["XLA_USE_BF16"]
     assert w1["bundle"]["pins"] == {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"}
     assert w1["frontends"] == ["jax"]
@@ -373,8 +464,14 @@ def test_the_plan_carries_policy_topology_pins_frontends_and_cache_roles(fleet):
     assert docs["s-w0"]["caches"][0]["expect"] == "writable"
     w2 = docs["s-w2"]
     assert w2["frontends"] == ["torch"] and w2["caches"] == [] and w2["policy"]["env"]["TPU_WORKER_ID"] == "2"
-    assert docs["s-w4"] == {"schema_version": 1, "root": "/var/lib/orch", "lane": None, "deep": True,
-                            "deadline": 36, "runtime_timeout": 34}
+    assert docs["s-w4"] == {
+        "schema_version": 1,
+        "root": "/var/lib/orch",
+        "lane": None,
+        "deep": True,
+        "deadline": 36,
+        "runtime_timeout": 34,
+    }
 
 
 def test_a_shallow_plan_gets_the_shorter_default_timeout(fleet):
@@ -384,12 +481,21 @@ def test_a_shallow_plan_gets_the_shorter_default_timeout(fleet):
 
 def test_pins_parse_with_extras_and_normalized_names():
     assert op.parse_pins(["torch_xla[tpu]==2.9.0", "JAX==0.9.0", "libtpu===0.0.36"]) == {
-        "torch-xla": "2.9.0", "jax": "0.9.0", "libtpu": "0.0.36"}
+        "torch-xla": "2.9.0",
+        "jax": "0.9.0",
+        "libtpu": "0.0.36",
+    }
 
 
 def check(name, status, evidence=(), summary="", layer=None, data=None, headline=None):
-    doc = {"name": name, "status": status, "summary": summary or (evidence[0] if evidence else status),
-           "evidence": list(evidence), "elapsed": 0.1, "data": data or {}}
+    doc = {
+        "name": name,
+        "status": status,
+        "summary": summary or (evidence[0] if evidence else status),
+        "evidence": list(evidence),
+        "elapsed": 0.1,
+        "data": data or {},
+    }
     if layer:
         doc["layer"] = layer
     if headline or (status in ("warn", "fail") and evidence):
@@ -401,10 +507,17 @@ ANSWERED_CPU = {"answered": {"platform": "cpu", "device_kind": "cpu", "device_co
 
 
 def test_a_healthy_worker_is_ok_and_shows_the_device_that_answered():
-    doc = {"platform": "cpu", "bundle_id": "b1", "checks": [
-        check("host", "ok"), check("bundle", "ok", summary="b1: jax 0.10.2"), check("device", "ok"),
-        check("runtime", "ok", summary="jax 0.10.2: 1 cpu device(s), computation ok", data=ANSWERED_CPU),
-        check("cache", "skip")]}
+    doc = {
+        "platform": "cpu",
+        "bundle_id": "b1",
+        "checks": [
+            check("host", "ok"),
+            check("bundle", "ok", summary="b1: jax 0.10.2"),
+            check("device", "ok"),
+            check("runtime", "ok", summary="jax 0.10.2: 1 cpu device(s), computation ok", data=ANSWERED_CPU),
+            check("cache", "skip"),
+        ],
+    }
     row = op.judge("w0", "cpu", doc)
     assert (row.verdict, row.layer, row.answered) == ("ok", None, "cpu")
     assert row.evidence == "runtime: jax 0.10.2: 1 cpu device(s), computation ok"
@@ -412,10 +525,20 @@ def test_a_healthy_worker_is_ok_and_shows_the_device_that_answered():
 
 def test_a_silent_fallback_is_runtime_proof_with_the_runtime_line_as_evidence():
     summary = "jax 0.10.2: intended tpu, answered from cpu (1 cpu device(s)): silent fallback"
-    doc = {"platform": "tpu", "checks": [
-        check("device", "warn", ["no /dev/accel* or /dev/vfio/* device nodes: this host shows no TPU chips"]),
-        check("runtime", "fail", [summary, "jax: " + JAX_NO_DEVICE_LINE], summary=summary, layer="runtime-proof",
-              data=ANSWERED_CPU)]}
+    doc = {
+        "platform": "tpu",
+        "checks": [
+            check("device", "warn", ["no /dev/accel* or /dev/vfio/* device nodes: this host shows no TPU chips"]),
+            check(
+                "runtime",
+                "fail",
+                [summary, "jax: " + JAX_NO_DEVICE_LINE],
+                summary=summary,
+                layer="runtime-proof",
+                data=ANSWERED_CPU,
+            ),
+        ],
+    }
     row = op.judge("w2", "tpu", doc)
     assert (row.verdict, row.layer, row.answered) == ("fail", "runtime-proof", "cpu")
     assert row.evidence == f"runtime: {summary} -- jax: {JAX_NO_DEVICE_LINE}"
@@ -424,10 +547,18 @@ def test_a_silent_fallback_is_runtime_proof_with_the_runtime_line_as_evidence():
 
 def test_a_held_lockfile_makes_the_worker_device_ownership_even_though_the_runtime_also_failed():
     held = "libtpu lockfile /tmp/libtpu_lockfile is held by pid 4242 (python train.py): another process owns the TPU"
-    doc = {"platform": "tpu", "checks": [
-        check("device", "fail", [held], layer="device-ownership"),
-        check("runtime", "fail", ["jax: intended tpu, answered from cpu: silent fallback", "jax: " + JAX_LOCK_LINE],
-              layer="runtime-proof")]}
+    doc = {
+        "platform": "tpu",
+        "checks": [
+            check("device", "fail", [held], layer="device-ownership"),
+            check(
+                "runtime",
+                "fail",
+                ["jax: intended tpu, answered from cpu: silent fallback", "jax: " + JAX_LOCK_LINE],
+                layer="runtime-proof",
+            ),
+        ],
+    }
     row = op.judge("w1", "tpu", doc)
     assert (row.verdict, row.layer) == ("fail", "device-ownership")
     assert row.evidence == f"device: {held}"
@@ -443,32 +574,48 @@ def test_a_stale_lockfile_is_a_warning_not_a_failure():
 def test_an_unmatched_failure_takes_the_layer_of_its_check_and_that_layers_remedy():
     from orchestrator.diagnose import layer_remedy
 
-    row = op.judge("w0", "cpu", {"checks": [check("cache", "fail", ["jax /c is not writable, but this worker "
-                                                                   "writes the cache"])]})
+    row = op.judge(
+        "w0", "cpu", {"checks": [check("cache", "fail", ["jax /c is not writable, but this worker writes the cache"])]}
+    )
     assert (row.layer, row.remedy) == ("cache", layer_remedy("cache"))
 
 
 def test_an_unreachable_worker_is_a_transport_row():
-    result = Result(host="w3", argv=("ensure-hostside",), exit_code=None, elapsed=5.0,
-                    error="no SSH banner from 127.0.1.4:22 within 5s (host hung or overloaded)", error_kind="timeout")
+    result = Result(
+        host="w3",
+        argv=("ensure-hostside",),
+        exit_code=None,
+        elapsed=5.0,
+        error="no SSH banner from 127.0.1.4:22 within 5s (host hung or overloaded)",
+        error_kind="timeout",
+    )
     row = op.unreachable("w3", "cpu", "cpu", result)
     assert (row.verdict, row.layer) == ("fail", "transport")
     assert row.evidence == result.error and "paused" in row.remedy
 
 
 def test_a_probe_that_crashed_on_the_worker_is_not_blamed_on_transport():
-    result = Result(host="w3", argv=("python3",), exit_code=1, stderr="/usr/bin/python3: No module named hostside.probe")
+    result = Result(
+        host="w3", argv=("python3",), exit_code=1, stderr="/usr/bin/python3: No module named hostside.probe"
+    )
     row = op.unreachable("w3", "cpu", "cpu", result)
     assert row.layer == "other" and "No module named hostside.probe" in row.evidence
 
 
 def test_the_summary_counts_verdicts_and_lists_failing_workers_by_layer_in_layer_order():
-    rows = (op.WorkerProbe("w0", "cpu", "cpu", "b", "cpu", "ok", None, None, "fine"),
-            op.WorkerProbe("w1", "tpu", "tpu", "b", "cpu", "fail", "runtime-proof", "r", "x"),
-            op.WorkerProbe("w2", "tpu", "tpu", None, None, "fail", "transport", "r", "y"),
-            op.WorkerProbe("w3", "tpu", "tpu", "b", "cpu", "fail", "runtime-proof", "r", "z"))
+    rows = (
+        op.WorkerProbe("w0", "cpu", "cpu", "b", "cpu", "ok", None, None, "fine"),
+        op.WorkerProbe("w1", "tpu", "tpu", "b", "cpu", "fail", "runtime-proof", "r", "x"),
+        op.WorkerProbe("w2", "tpu", "tpu", None, None, "fail", "transport", "r", "y"),
+        op.WorkerProbe("w3", "tpu", "tpu", "b", "cpu", "fail", "runtime-proof", "r", "z"),
+    )
     report = op.ProbeReport(rows=rows, deep=True, elapsed=1.0)
     assert report.failed
-    assert report.summary() == {"workers": 4, "ok": 1, "warn": 0, "fail": 3,
-                                "layers": {"transport": ["w2"], "runtime-proof": ["w1", "w3"]}}
+    assert report.summary() == {
+        "workers": 4,
+        "ok": 1,
+        "warn": 0,
+        "fail": 3,
+        "layers": {"transport": ["w2"], "runtime-proof": ["w1", "w3"]},
+    }
     assert [r["worker"] for r in report.to_dict()["rows"]] == ["w0", "w1", "w2", "w3"]

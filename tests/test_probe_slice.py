@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.ssh, pytest.mark.e2e]
 
 TPU_ENV = "/var/lib/orch/lanes/tpu/active"  # the jax-libtpu bundle, deployed by the jax_libtpu_lane fixture
 
+
 def probe_json(slice4, *args: str, fleet: Path | None = None, timeout: float = 180) -> tuple[int, dict, float]:
     start = time.monotonic()
     fleet_args = ("--fleet", str(fleet)) if fleet else ()
@@ -60,8 +61,9 @@ def test_a_cpu_lane_with_jax_probes_healthy_on_every_worker_with_device_kind_cpu
     assert "0 fail of 4 worker(s)" in table.stdout
 
 
-def test_a_tpu_lane_on_a_host_without_tpu_fails_everywhere_as_runtime_proof_within_seconds(slice4, jax_libtpu_lane,
-                                                                                           tpu_fleet):
+def test_a_tpu_lane_on_a_host_without_tpu_fails_everywhere_as_runtime_proof_within_seconds(
+    slice4, jax_libtpu_lane, tpu_fleet
+):
     rc, doc, elapsed = probe_json(slice4, fleet=tpu_fleet)
     assert rc == 1
     assert elapsed < 30, f"probe took {elapsed:.1f}s"
@@ -72,8 +74,9 @@ def test_a_tpu_lane_on_a_host_without_tpu_fails_everywhere_as_runtime_proof_with
         assert "intended tpu, answered from cpu" in row["evidence"] and "silent fallback" in row["evidence"]
         # libtpu's own reason, raised from JAX's INFO log, is the evidence.
         assert "Unable to initialize backend 'tpu'" in row["evidence"]
-        assert any("Failed to get TPU topology" in line or "No jellyfish device found" in line
-                   for line in runtime["evidence"]), runtime["evidence"]
+        assert any(
+            "Failed to get TPU topology" in line or "No jellyfish device found" in line for line in runtime["evidence"]
+        ), runtime["evidence"]
         assert runtime["data"]["policy_env"]["TPU_SKIP_MDS_QUERY"] == "1"
         assert runtime["data"]["policy_env"]["PJRT_DEVICE"] == "TPU"
     # The probe's own libtpu process neither leaves a lockfile nor litters /tmp/tpu_logs.
@@ -85,8 +88,15 @@ def start_holder(slice4, worker: int) -> int:
     """A real jax process with libtpu loaded, kept alive on `worker`; its pid once it holds the lockfile."""
     code = "import jax, time; jax.devices(); time.sleep(600)"
     env = "TPU_SKIP_MDS_QUERY=1 TPU_ACCELERATOR_TYPE=v6e-16 TPU_WORKER_ID=0 TPU_WORKER_HOSTNAMES=127.0.0.1"
-    started = slice4.ssh(worker, "sh", "-c", f'{env} setsid {TPU_ENV}/bin/python -c "$1" '
-                         '</dev/null >/dev/null 2>&1 & echo $!', "sh", code, check=True)
+    started = slice4.ssh(
+        worker,
+        "sh",
+        "-c",
+        f'{env} setsid {TPU_ENV}/bin/python -c "$1" </dev/null >/dev/null 2>&1 & echo $!',
+        "sh",
+        code,
+        check=True,
+    )
     pid = int(started.stdout.strip())
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -97,8 +107,9 @@ def start_holder(slice4, worker: int) -> int:
     raise AssertionError(f"jax pid {pid} never took the libtpu lockfile")
 
 
-def test_a_held_lockfile_is_device_ownership_naming_the_holder_and_a_stale_one_only_warns(slice4, jax_libtpu_lane,
-                                                                                          tpu_fleet):
+def test_a_held_lockfile_is_device_ownership_naming_the_holder_and_a_stale_one_only_warns(
+    slice4, jax_libtpu_lane, tpu_fleet
+):
     holder_worker = slice4.workers[1]
     pid = start_holder(slice4, 1)
     try:
@@ -111,8 +122,10 @@ def test_a_held_lockfile_is_device_ownership_naming_the_holder_and_a_stale_one_o
         assert checks_of(held)["device"]["data"]["lockfile"]["holders"][0]["pid"] == pid
         # libtpu in the probe's own runtime child says the same thing, in its words.
         assert any("libtpu multi-process lockfile" in line for line in checks_of(held)["runtime"]["evidence"])
-        assert doc["summary"]["layers"] == {"device-ownership": [holder_worker],
-                                            "runtime-proof": [w for w in slice4.workers if w != holder_worker]}
+        assert doc["summary"]["layers"] == {
+            "device-ownership": [holder_worker],
+            "runtime-proof": [w for w in slice4.workers if w != holder_worker],
+        }
         # The holder survives being probed.
         assert Path(f"/proc/{pid}").exists()
 

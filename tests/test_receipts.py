@@ -32,41 +32,105 @@ def jsonschema_errors(doc) -> list[str]:
 def a_receipt(worker: str = "w0", process_id: int = 0, num_processes: int = 4, **changes) -> dict:
     """A complete, valid receipt as the launcher writes it (JAX on CPU, 2 devices per process)."""
     doc = {
-        "schema_version": 1, "kind": "launch-record", "run_id": "r1", "name": None, "lane": "cpu",
-        "bundle": "jax-cpu", "bundle_id": "5748b3c35b095645", "bundle_env": "/var/lib/orch/envs/5748b3c35b095645",
-        "platform": "cpu", "worker": worker, "worker_index": process_id, "process_id": process_id,
-        "num_processes": num_processes, "coordinator": "10.0.0.1:20000", "hostname": worker, "pid": 100,
-        "python": "3.11.2", "python_executable": "/var/lib/orch/lanes/cpu/active/bin/python",
-        "target": {"kind": "script", "path": "train.py", "module": None, "args": []}, "phase": "exited",
-        "launched_at": 1000.0, "ready_at": 1001.0, "release_at": 1002.0, "released_at": 1002.0,
-        "started_at": 1002.0, "finished_at": 1010.0,
-        "steps": [{"name": n, "status": "done", "started": 1000.0 + i, "ended": 1000.5 + i, "detail": ""}
-                  for i, n in enumerate(["policy", "import jax", "cache-init", "wait-release", "distributed-init",
-                                         "user-code"])],
-        "policy": {"profile": "cpu", "env": {"JAX_PLATFORMS": "cpu"}, "forbid": ["XLA_USE_BF16"],
-                   "checked_absent": ["XLA_USE_BF16", "XLA_USE_SPMD"]},
-        "versions": {"python": "3.11.2", "torch": None, "torch_xla": None, "jax": "0.10.2", "jaxlib": "0.10.2",
-                     "libtpu": None, "torch_tpu": None},
+        "schema_version": 1,
+        "kind": "launch-record",
+        "run_id": "r1",
+        "name": None,
+        "lane": "cpu",
+        "bundle": "jax-cpu",
+        "bundle_id": "5748b3c35b095645",
+        "bundle_env": "/var/lib/orch/envs/5748b3c35b095645",
+        "platform": "cpu",
+        "worker": worker,
+        "worker_index": process_id,
+        "process_id": process_id,
+        "num_processes": num_processes,
+        "coordinator": "10.0.0.1:20000",
+        "hostname": worker,
+        "pid": 100,
+        "python": "3.11.2",
+        "python_executable": "/var/lib/orch/lanes/cpu/active/bin/python",
+        "target": {"kind": "script", "path": "train.py", "module": None, "args": []},
+        "phase": "exited",
+        "launched_at": 1000.0,
+        "ready_at": 1001.0,
+        "release_at": 1002.0,
+        "released_at": 1002.0,
+        "started_at": 1002.0,
+        "finished_at": 1010.0,
+        "steps": [
+            {"name": n, "status": "done", "started": 1000.0 + i, "ended": 1000.5 + i, "detail": ""}
+            for i, n in enumerate(
+                ["policy", "import jax", "cache-init", "wait-release", "distributed-init", "user-code"]
+            )
+        ],
+        "policy": {
+            "profile": "cpu",
+            "env": {"JAX_PLATFORMS": "cpu"},
+            "forbid": ["XLA_USE_BF16"],
+            "checked_absent": ["XLA_USE_BF16", "XLA_USE_SPMD"],
+        },
+        "versions": {
+            "python": "3.11.2",
+            "torch": None,
+            "torch_xla": None,
+            "jax": "0.10.2",
+            "jaxlib": "0.10.2",
+            "libtpu": None,
+            "torch_tpu": None,
+        },
         "versions_reported": {"python": "3.11.2", "jax": "0.10.2", "jaxlib": "0.10.2", "jax_backend": "cpu"},
-        "devices": {"jax": {"initialized": True, "platform": "cpu", "device_kind": "cpu", "count": 8,
-                            "local_count": 2},
-                    "summary": {"frontend": "jax", "kind": "cpu", "device_kind": "cpu", "count": 8,
-                                "local_count": 2}},
+        "devices": {
+            "jax": {"initialized": True, "platform": "cpu", "device_kind": "cpu", "count": 8, "local_count": 2},
+            "summary": {"frontend": "jax", "kind": "cpu", "device_kind": "cpu", "count": 8, "local_count": 2},
+        },
         "capabilities": {"jax.experimental.pallas": {"present": True, "how": "module"}},
         "training": {
             "backends": {"main": {"name": "jax_cpu_xla", "frontend": "jax", "detail": None, "recorded_at": 1003.0}},
-            "metrics": {"loss": {"value": 0.125, "scope": "global", "reduced_by": "psum", "over": num_processes,
-                                 "step": 7, "unit": None, "detail": None, "count": 8, "recorded_at": 1009.0,
-                                 "flag": None}},
-            "timings": {"compile": {"count": 1, "total": 0.5, "min": 0.5, "max": 0.5, "last": 0.5, "samples": [0.5]},
-                        "step": {"count": 3, "total": 0.06, "min": 0.01, "max": 0.03, "last": 0.02,
-                                 "samples": [0.01, 0.03, 0.02]}},
-            "values": {}, "notes": []},
-        "cache": {"policy": "per-host", "role": "writer", "roots": {"jax": "/var/lib/orch/cache/cpu/x/jax",
-                                                                     "torch_xla": None},
-                  "lease": None, "evidence": {"jax": {"cache_hits": 0, "cache_misses": 4,
-                                                      "compile_time_saved_sec": 0.0, "compile_time_sec": 0.25,
-                                                      "entries_before": 0, "entries_after": 4}}},
+            "metrics": {
+                "loss": {
+                    "value": 0.125,
+                    "scope": "global",
+                    "reduced_by": "psum",
+                    "over": num_processes,
+                    "step": 7,
+                    "unit": None,
+                    "detail": None,
+                    "count": 8,
+                    "recorded_at": 1009.0,
+                    "flag": None,
+                }
+            },
+            "timings": {
+                "compile": {"count": 1, "total": 0.5, "min": 0.5, "max": 0.5, "last": 0.5, "samples": [0.5]},
+                "step": {
+                    "count": 3,
+                    "total": 0.06,
+                    "min": 0.01,
+                    "max": 0.03,
+                    "last": 0.02,
+                    "samples": [0.01, 0.03, 0.02],
+                },
+            },
+            "values": {},
+            "notes": [],
+        },
+        "cache": {
+            "policy": "per-host",
+            "role": "writer",
+            "roots": {"jax": "/var/lib/orch/cache/cpu/x/jax", "torch_xla": None},
+            "lease": None,
+            "evidence": {
+                "jax": {
+                    "cache_hits": 0,
+                    "cache_misses": 4,
+                    "compile_time_saved_sec": 0.0,
+                    "compile_time_sec": 0.25,
+                    "entries_before": 0,
+                    "entries_after": 4,
+                }
+            },
+        },
         "notes": [],
         "exit": {"code": 0, "signal": None, "ended_at": 1010.0, "source": "launcher"},
     }
@@ -79,14 +143,23 @@ def a_receipt(worker: str = "w0", process_id: int = 0, num_processes: int = 4, *
     return doc
 
 
-def a_run(receipts_by_worker: dict, *, lane="cpu", bundle="jax-cpu", platform="cpu", run_id="r1",
-          sources=None) -> receipts.RunReceipts:
+def a_run(
+    receipts_by_worker: dict, *, lane="cpu", bundle="jax-cpu", platform="cpu", run_id="r1", sources=None
+) -> receipts.RunReceipts:
     workers = tuple(receipts_by_worker)
     return receipts.RunReceipts(
-        run_id=run_id, lane=lane, bundle=bundle, platform=platform, target=("train.py",), state="succeeded",
-        start_skew=0.004, workers=workers, process_ids={w: i for i, w in enumerate(workers)},
+        run_id=run_id,
+        lane=lane,
+        bundle=bundle,
+        platform=platform,
+        target=("train.py",),
+        state="succeeded",
+        start_skew=0.004,
+        workers=workers,
+        process_ids={w: i for i, w in enumerate(workers)},
         receipts=receipts_by_worker,
-        sources=sources or {w: ("gathered" if d else None) for w, d in receipts_by_worker.items()})
+        sources=sources or {w: ("gathered" if d else None) for w, d in receipts_by_worker.items()},
+    )
 
 
 def four(**per_worker) -> dict:
@@ -134,11 +207,20 @@ def test_a_complete_receipt_is_valid_for_jsonschema_and_the_builtin_validator():
     assert receipts.validate(doc) == []
 
 
-@pytest.mark.parametrize("change", [
-    {"process_id": -1}, {"exit__code": "0"}, {"training__metrics__loss__scope": "world"},
-    {"devices__summary__count": 2.5}, {"versions__jax": 10}, {"steps": [{"name": "policy"}]},
-    {"cache__evidence__jax__cache_hits": "many"}, {"phase": "done"}, {"capabilities": {"x": {"how": "module"}}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"process_id": -1},
+        {"exit__code": "0"},
+        {"training__metrics__loss__scope": "world"},
+        {"devices__summary__count": 2.5},
+        {"versions__jax": 10},
+        {"steps": [{"name": "policy"}]},
+        {"cache__evidence__jax__cache_hits": "many"},
+        {"phase": "done"},
+        {"capabilities": {"x": {"how": "module"}}},
+    ],
+)
 def test_the_builtin_validator_and_jsonschema_agree_on_broken_receipts(change):
     doc = a_receipt(**change)
     assert jsonschema_errors(doc), change
@@ -204,8 +286,16 @@ def test_timings_keep_count_total_extremes_and_a_bounded_window_of_samples(api, 
 def test_a_bound_api_writes_through_the_launchers_record(api, tmp_path):
     from hostside import launcher
 
-    doc = {"run_id": "r", "lane": "l", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1,
-           "target": {"kind": "script", "path": "x.py", "module": None, "args": []}, "run_dir": str(tmp_path)}
+    doc = {
+        "run_id": "r",
+        "lane": "l",
+        "worker": "w",
+        "index": 0,
+        "process_id": 0,
+        "num_processes": 1,
+        "target": {"kind": "script", "path": "x.py", "module": None, "args": []},
+        "run_dir": str(tmp_path),
+    }
     rec = launcher.Record(str(tmp_path / "record.json"), doc)
     api._bind(rec)
     assert api.active()
@@ -219,7 +309,7 @@ def test_version_gated_capabilities_are_recorded_present_or_not_and_never_raise(
 
     from hostside import receipt_facts
 
-    fake = types.ModuleType("torch_xla")   # a build without torch_xla.experimental, with the memory binding
+    fake = types.ModuleType("torch_xla")  # a build without torch_xla.experimental, with the memory binding
     fake._XLAC = types.SimpleNamespace(_xla_runtime_memory_info=lambda *a: {})
     runtime = types.ModuleType("torch_xla.runtime")
     monkeypatch.setitem(sys.modules, "torch_xla", fake)
@@ -231,7 +321,7 @@ def test_version_gated_capabilities_are_recorded_present_or_not_and_never_raise(
     assert "error" in caps["torch_xla.experimental.scan_layers"]
     assert caps["torch_xla._XLAC._xla_runtime_memory_info"] == {"present": True, "how": "attribute"}
     assert caps["torch_xla.runtime.initialize_cache"] == {"present": False, "how": "attribute"}
-    assert not any(name.startswith("jax") for name in caps)   # jax not imported: not checked, not imported
+    assert not any(name.startswith("jax") for name in caps)  # jax not imported: not checked, not imported
     assert "jax" not in sys.modules
 
 
@@ -278,24 +368,51 @@ def test_the_launcher_writes_a_schema_valid_receipt_with_what_the_training_code_
     run_dir.mkdir()
     script = tmp_path / "train.py"
     script.write_text(CHILD + USER_SCRIPT.format(root=str(ROOT)))
-    (run_dir / "launch.json").write_text(json.dumps({
-        "schema_version": 1, "run_id": "r1", "name": None, "lane": "cpu", "bundle": "none", "platform": "cpu",
-        "worker": "w0", "index": 0, "process_id": 0, "num_processes": 1, "coordinator": None,
-        "run_dir": str(run_dir), "env": {"ORCH_RUN_ID": "r1"}, "forbid": [], "frontends": [], "contract": [],
-        "target": {"kind": "script", "path": str(script), "module": None, "args": []}, "distributions": []}))
+    (run_dir / "launch.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "run_id": "r1",
+                "name": None,
+                "lane": "cpu",
+                "bundle": "none",
+                "platform": "cpu",
+                "worker": "w0",
+                "index": 0,
+                "process_id": 0,
+                "num_processes": 1,
+                "coordinator": None,
+                "run_dir": str(run_dir),
+                "env": {"ORCH_RUN_ID": "r1"},
+                "forbid": [],
+                "frontends": [],
+                "contract": [],
+                "target": {"kind": "script", "path": str(script), "module": None, "args": []},
+                "distributions": [],
+            }
+        )
+    )
     (run_dir / "release").write_text(json.dumps({"release_at": 0}))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCH_HOSTSIDE": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "hostside.launcher", str(run_dir / "launch.json")], env=env,
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hostside.launcher", str(run_dir / "launch.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "active True" in proc.stdout and "child False" in proc.stdout
     doc = json.loads((run_dir / "record.json").read_text())
     assert jsonschema_errors(doc) == []
     assert receipts.validate(doc) == []
-    assert doc["training"]["values"]["hostside_on_path"] == []   # importable, yet hostside is not on sys.path
+    assert doc["training"]["values"]["hostside_on_path"] == []  # importable, yet hostside is not on sys.path
     assert doc["training"]["backends"]["main"]["name"] == "pure_python"
-    assert doc["training"]["metrics"]["local_mean"]["flag"] == "recorded as global without a reduction: " \
-                                                                 "this may be one process's local value"
+    assert (
+        doc["training"]["metrics"]["local_mean"]["flag"] == "recorded as global without a reduction: "
+        "this may be one process's local value"
+    )
     assert set(doc["versions"]) >= {"python", "torch", "torch_xla", "jax", "jaxlib", "libtpu", "torch_tpu"}
     assert doc["exit"]["code"] == 0 and doc["phase"] == "exited" and doc["finished_at"]
     assert [s["name"] for s in doc["steps"]][-1] == "user-code"
@@ -312,7 +429,7 @@ def test_a_consistent_run_has_no_warnings_and_one_row_per_worker():
     assert [r.worker for r in rep.rows] == ["w0", "w1", "w2", "w3"]
     row = rep.rows[0]
     assert (row.device_text(), row.backend_text(), row.exit_text()) == ("cpu x8 (2 local)", "jax_cpu_xla", "exit 0")
-    assert row.compile_s == 0.25 and row.compile_source == "cache evidence (jax)"   # the runtime's own figure
+    assert row.compile_s == 0.25 and row.compile_source == "cache evidence (jax)"  # the runtime's own figure
     assert row.step_s == 0.02 and (row.step_min, row.step_max) == (0.01, 0.03)
     assert row.cache_text() == "per-host/writer jax 0h/4m"
     assert rep.label == "cpu/jax-cpu@5748b3c3"
@@ -328,15 +445,15 @@ def test_a_global_metric_recorded_without_a_reduction_is_flagged_naming_the_work
     unreduced = {"training__metrics__loss__reduced_by": None}
     rep = receipts.build_report(a_run(four(w0=unreduced, w1=unreduced, w2=unreduced, w3=unreduced)))
     flag = next(f for f in rep.flags if f.kind == "unreduced-metric")
-    assert flag.message.startswith("metric 'loss' is recorded as global but was not reduced across processes on "
-                                   "all 4 workers")
+    assert flag.message.startswith(
+        "metric 'loss' is recorded as global but was not reduced across processes on all 4 workers"
+    )
     assert flag.workers == ("w0", "w1", "w2", "w3")
 
 
 def test_a_local_metric_and_a_one_process_run_are_not_flagged_as_unreduced():
     local = {"training__metrics__loss__scope": "local", "training__metrics__loss__reduced_by": None}
-    assert "unreduced-metric" not in kinds(receipts.build_report(a_run(four(w0=local, w1=local, w2=local,
-                                                                            w3=local))))
+    assert "unreduced-metric" not in kinds(receipts.build_report(a_run(four(w0=local, w1=local, w2=local, w3=local))))
     single = a_receipt(num_processes=1, training__metrics__loss__reduced_by=None)
     assert "unreduced-metric" not in kinds(receipts.build_report(a_run({"w0": single})))
 
@@ -385,8 +502,7 @@ def test_out_of_order_start_up_and_failed_processes_are_flagged():
     swapped = [steps[0], steps[1], steps[5], steps[4]]
     rep = receipts.build_report(a_run(four(w1={"steps": swapped}, w3={"exit__code": 3})))
     order = next(f for f in rep.flags if f.kind == "startup-order")
-    assert order.message == "w1: start-up steps ran out of order: policy -> import jax -> user-code -> " \
-                            "distributed-init"
+    assert order.message == "w1: start-up steps ran out of order: policy -> import jax -> user-code -> distributed-init"
     assert next(f for f in rep.flags if f.kind == "failed-process").workers == ("w3",)
 
 
@@ -397,15 +513,24 @@ def test_out_of_order_start_up_and_failed_processes_are_flagged():
 def test_compare_refuses_runs_from_different_lanes_or_bundles():
     a = receipts.build_report(a_run(four(), run_id="a"))
     other = {"bundle": "torch-cpu", "bundle_id": "9f8e7d6c5b4a3210", "lane": "torch"}
-    b = receipts.build_report(a_run({w: a_receipt(w, i, **other) for i, w in enumerate(["w0", "w1", "w2", "w3"])},
-                                    run_id="b", lane="torch", bundle="torch-cpu"))
+    b = receipts.build_report(
+        a_run(
+            {w: a_receipt(w, i, **other) for i, w in enumerate(["w0", "w1", "w2", "w3"])},
+            run_id="b",
+            lane="torch",
+            bundle="torch-cpu",
+        )
+    )
     c = receipts.compare(a, b)
-    assert c.refused == ("runs a and b come from different lanes and bundles (lanes cpu vs torch; bundles "
-                         "jax-cpu@5748b3c3 vs torch-cpu@9f8e7d6c): results from different lanes or bundles are "
-                         "not comparable by default")
+    assert c.refused == (
+        "runs a and b come from different lanes and bundles (lanes cpu vs torch; bundles "
+        "jax-cpu@5748b3c3 vs torch-cpu@9f8e7d6c): results from different lanes or bundles are "
+        "not comparable by default"
+    )
     assert c.figures == ()
-    redeployed = receipts.build_report(a_run(four(**{w: {"bundle_id": "1111222233334444"}
-                                                     for w in ("w0", "w1", "w2", "w3")}), run_id="c"))
+    redeployed = receipts.build_report(
+        a_run(four(**{w: {"bundle_id": "1111222233334444"} for w in ("w0", "w1", "w2", "w3")}), run_id="c")
+    )
     assert "different bundles" in receipts.compare(a, redeployed).refused
 
 
@@ -422,15 +547,31 @@ def test_compare_of_a_run_without_receipts_asks_for_a_gather_instead_of_calling_
 
 def test_compare_across_lanes_when_allowed_leads_with_the_stack_differences_and_labels_every_figure():
     a = receipts.build_report(a_run(four(), run_id="a"))
-    torch_side = {"bundle": "torch-cpu", "bundle_id": "9f8e7d6c5b4a3210", "versions__jax": None,
-                  "versions__jaxlib": None, "versions__torch": "2.13.0+cpu",
-                  "training__backends__main__name": "torch_gloo_cpu"}
-    b = receipts.build_report(a_run({w: a_receipt(w, i, **torch_side) for i, w in enumerate(["w0", "w1"])},
-                                    run_id="b", lane="torch", bundle="torch-cpu"))
+    torch_side = {
+        "bundle": "torch-cpu",
+        "bundle_id": "9f8e7d6c5b4a3210",
+        "versions__jax": None,
+        "versions__jaxlib": None,
+        "versions__torch": "2.13.0+cpu",
+        "training__backends__main__name": "torch_gloo_cpu",
+    }
+    b = receipts.build_report(
+        a_run(
+            {w: a_receipt(w, i, **torch_side) for i, w in enumerate(["w0", "w1"])},
+            run_id="b",
+            lane="torch",
+            bundle="torch-cpu",
+        )
+    )
     c = receipts.compare(a, b, allow_cross_lane=True)
     assert c.refused is None and c.cross_lane
-    assert [d.item for d in c.differences][:5] == ["lane", "bundle", "torch (installed)", "jax (installed)",
-                                                   "jaxlib (installed)"]
+    assert [d.item for d in c.differences][:5] == [
+        "lane",
+        "bundle",
+        "torch (installed)",
+        "jax (installed)",
+        "jaxlib (installed)",
+    ]
     assert c.differences[2].a == "none" and c.differences[2].b == "2.13.0+cpu"
     doc = c.to_dict()
     assert doc["stack_differences"][0] == {"item": "lane", "a": "cpu", "b": "torch"}
@@ -453,9 +594,12 @@ def test_two_runs_of_one_lane_and_bundle_compare_without_stack_differences():
 
 
 def test_gather_fetches_only_files_it_does_not_hold_already():
-    listing = {"record.json": {"size": 10, "sha256": "aa"}, "output.log": {"size": 99, "sha256": "bb"},
-               "exit.json": {"size": 5, "sha256": "cc"}, "huge.bin": {"size": 1 << 40, "sha256": None,
-                                                                      "too_large": True}}
+    listing = {
+        "record.json": {"size": 10, "sha256": "aa"},
+        "output.log": {"size": 99, "sha256": "bb"},
+        "exit.json": {"size": 5, "sha256": "cc"},
+        "huge.bin": {"size": 1 << 40, "sha256": None, "too_large": True},
+    }
     local = {"record.json": "aa", "output.log": "old", "exit.json": None, "huge.bin": None}
     assert receipts.fetch_plan(listing, local) == (["exit.json", "output.log"], ["record.json"], ["huge.bin"])
 
@@ -465,8 +609,9 @@ def test_gather_fetches_only_files_it_does_not_hold_already():
 
 
 def test_the_plot_has_one_bar_per_worker_in_each_panel_scaled_to_the_values():
-    rows = receipts.build_report(a_run(four(w1={"cache__evidence__jax__compile_time_sec": 1.0},
-                                            w3={"training__timings__step__samples": []}))).rows
+    rows = receipts.build_report(
+        a_run(four(w1={"cache__evidence__jax__compile_time_sec": 1.0}, w3={"training__timings__step__samples": []}))
+    ).rows
     svg = ET.fromstring(receipts.plot_svg(rows))
     ns = {"s": "http://www.w3.org/2000/svg"}
     panels = {g.get("data-kind"): g for g in svg.findall("s:g", ns)}
@@ -474,7 +619,7 @@ def test_the_plot_has_one_bar_per_worker_in_each_panel_scaled_to_the_values():
     assert list(compile_bars) == ["w0", "w1", "w2", "w3"]
     assert compile_bars["w1"] == pytest.approx(4 * compile_bars["w0"], rel=0.01)
     step_bars = [b.get("data-worker") for b in panels["step"].findall("s:rect", ns)]
-    assert step_bars == ["w0", "w1", "w2"]   # w3 recorded no step time: shown as n/a, not as zero
+    assert step_bars == ["w0", "w1", "w2"]  # w3 recorded no step time: shown as n/a, not as zero
     assert "n/a" in ET.tostring(panels["step"], encoding="unicode")
     whiskers = panels["step"].findall("s:line[@class='whisker']", ns)
     assert len(whiskers) == 3
@@ -505,8 +650,16 @@ def record_run(root: Path, lane: str, run_id: str, changes: dict | None = None) 
     record = RunRecord.create(plan, root=root)
     record.update(state="succeeded", outcome={"start_skew": 0.003})
     for p in plan.processes:
-        doc = a_receipt(p.worker, p.process_id, plan.num_processes, lane=lane, bundle=plan.bundle,
-                        bundle_id=f"{plan.bundle}-id", platform="tpu", **(changes or {}))
+        doc = a_receipt(
+            p.worker,
+            p.process_id,
+            plan.num_processes,
+            lane=lane,
+            bundle=plan.bundle,
+            bundle_id=f"{plan.bundle}-id",
+            platform="tpu",
+            **(changes or {}),
+        )
         (record.dir / p.worker).mkdir()
         (record.dir / p.worker / "record.json").write_text(json.dumps(doc))
     return record
@@ -520,8 +673,10 @@ def test_report_and_compare_on_the_command_line(tmp_path):
     rep = runner.invoke(main, ["report", "op-1"], env=env)
     assert rep.exit_code == 0, rep.output
     assert "run op-1: lane operator, bundle torch-2.9@torch-2." in rep.output
-    assert "[cpu-fallback] lane operator intends a TPU, but the device that answered was CPU on all 6 workers" \
+    assert (
+        "[cpu-fallback] lane operator intends a TPU, but the device that answered was CPU on all 6 workers"
         in rep.output
+    )
     as_json = json.loads(runner.invoke(main, ["report", "op-1", "--json"], env=env).output)
     assert len(as_json["workers"]) == 6 and as_json["flags"][0]["kind"] == "cpu-fallback"
     page = tmp_path / "op.html"

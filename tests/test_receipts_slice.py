@@ -43,22 +43,39 @@ def gathered(runs_dir: Path, run_id: str, worker: str) -> dict:
 @pytest.fixture(scope="module")
 def jax_run(slice4, jax_cpu_lane, runs_dir):
     """The JAX example on the 4-worker cpu lane, gathered by the launch itself."""
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--env", "JAX_NUM_CPU_DEVICES=2",
-               "--env", f"HF_TOKEN={SECRET}", "--env", f"PIP_INDEX_URL=https://ops:{PASSWORD}@pypi.example/simple",
-               "--workdir", str(EXAMPLES), "--", "jax_spmd.py", "--steps", "6", timeout=300)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--env",
+        "JAX_NUM_CPU_DEVICES=2",
+        "--env",
+        f"HF_TOKEN={SECRET}",
+        "--env",
+        f"PIP_INDEX_URL=https://ops:{PASSWORD}@pypi.example/simple",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "6",
+        timeout=300,
+    )
     return run_id_from(res.stderr), res
 
 
 SECRET, PASSWORD = "hf_orchTestSecret0001", "pw-orchTest-0002"
 
 
-def test_credentials_in_the_environment_are_written_nowhere_but_the_workers_own_launch_file(slice4, jax_run,
-                                                                                           runs_dir):
+def test_credentials_in_the_environment_are_written_nowhere_but_the_workers_own_launch_file(slice4, jax_run, runs_dir):
     run_id, res = jax_run
     assert SECRET not in res.stdout + res.stderr and PASSWORD not in res.stdout + res.stderr
     written = [p for p in (runs_dir / run_id).rglob("*") if p.is_file()]
-    assert len(written) > 10 and not any(SECRET in p.read_text(errors="replace") or
-                                         PASSWORD in p.read_text(errors="replace") for p in written)
+    assert len(written) > 10 and not any(
+        SECRET in p.read_text(errors="replace") or PASSWORD in p.read_text(errors="replace") for p in written
+    )
     env = gathered(runs_dir, run_id, slice4.workers[0])["policy"]["env"]
     assert env["HF_TOKEN"] == "<redacted>" and env["JAX_NUM_CPU_DEVICES"] == "2"
     assert env["PIP_INDEX_URL"] == "https://<redacted>@pypi.example/simple"
@@ -67,8 +84,9 @@ def test_credentials_in_the_environment_are_written_nowhere_but_the_workers_own_
     assert mode.stdout.split()[-1] == "600"
 
 
-def test_a_jax_launch_leaves_four_schema_valid_receipts_with_versions_device_and_backend(slice4, jax_cpu_lane,
-                                                                                       jax_run, runs_dir):
+def test_a_jax_launch_leaves_four_schema_valid_receipts_with_versions_device_and_backend(
+    slice4, jax_cpu_lane, jax_run, runs_dir
+):
     run_id, res = jax_run
     assert "gathered receipts and logs of 4/4 workers" in res.stderr, res.stderr
     validator = jsonschema.Draft202012Validator(receipts.load_schema())
@@ -81,15 +99,26 @@ def test_a_jax_launch_leaves_four_schema_valid_receipts_with_versions_device_and
         assert doc["versions"]["jax"] == doc["versions"]["jaxlib"] == "0.10.2"
         assert doc["versions"]["torch"] is None and doc["versions"]["libtpu"] is None
         assert doc["versions_reported"]["jax"] == "0.10.2" and doc["versions_reported"]["jax_backend"] == "cpu"
-        assert doc["devices"]["summary"] == {"frontend": "jax", "kind": "cpu", "device_kind": "cpu", "count": 8,
-                                             "local_count": 2}
+        assert doc["devices"]["summary"] == {
+            "frontend": "jax",
+            "kind": "cpu",
+            "device_kind": "cpu",
+            "count": 8,
+            "local_count": 2,
+        }
         assert doc["capabilities"]["jax.experimental.pallas"]["present"] is True
         assert doc["training"]["backends"]["main"]["name"] == "jax_cpu_xla"
         loss = doc["training"]["metrics"]["loss"]
         assert (loss["scope"], loss["reduced_by"], loss["over"], loss["step"]) == ("global", "psum", 4, 5)
         assert doc["training"]["timings"]["step"]["count"] == 6
-        assert [s["name"] for s in doc["steps"]] == ["policy", "import jax", "cache-init", "wait-release",
-                                                     "distributed-init", "user-code"]
+        assert [s["name"] for s in doc["steps"]] == [
+            "policy",
+            "import jax",
+            "cache-init",
+            "wait-release",
+            "distributed-init",
+            "user-code",
+        ]
         assert doc["exit"]["code"] == 0 and doc["started_at"] <= doc["exit"]["ended_at"]
         assert "RESULT process=" in (runs_dir / run_id / worker / "output.log").read_text()
     assert json.loads((runs_dir / run_id / "gather.json").read_text())["complete"] is True
@@ -109,22 +138,47 @@ def test_the_report_of_a_clean_run_has_no_warnings_and_plots_every_worker(slice4
 
 
 def test_a_global_metric_recorded_without_reduction_is_flagged_by_report(slice4, jax_cpu_lane, runs_dir):
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--workdir", str(EXAMPLES), "--",
-               "unreduced_metric.py", timeout=300)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "unreduced_metric.py",
+        timeout=300,
+    )
     run_id = run_id_from(res.stderr)
-    assert "! [unreduced-metric]" in res.stderr   # the launch already says so
+    assert "! [unreduced-metric]" in res.stderr  # the launch already says so
     report = orch(slice4, runs_dir, "report", run_id).stdout
-    assert ("[unreduced-metric] metric 'loss' is recorded as global but was not reduced across processes on "
-            "all 4 workers") in report
+    assert (
+        "[unreduced-metric] metric 'loss' is recorded as global but was not reduced across processes on all 4 workers"
+    ) in report
     assert "[global-metric-differs] metric 'loss' is global but its value differs across workers" in report
     assert "loss: global, NOT REDUCED" in report
 
 
 def test_compare_refuses_two_lanes_with_different_bundles_and_with_the_flag_leads_with_the_stack(
-        slice4, jax_run, torch_cpu_lane, torch_cpu_fleet, runs_dir):
+    slice4, jax_run, torch_cpu_lane, torch_cpu_fleet, runs_dir
+):
     jax_id, _ = jax_run
-    res = orch(slice4, runs_dir, "launch", "--lane", "torch", "--workdir", str(EXAMPLES), "--", "torch_ddp.py",
-               "--steps", "4", fleet=torch_cpu_fleet, timeout=300)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "torch",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "torch_ddp.py",
+        "--steps",
+        "4",
+        fleet=torch_cpu_fleet,
+        timeout=300,
+    )
     torch_id = run_id_from(res.stderr)
     doc = gathered(runs_dir, torch_id, "slice-w3")
     assert receipts.validate(doc) == []
@@ -135,9 +189,11 @@ def test_compare_refuses_two_lanes_with_different_bundles_and_with_the_flag_lead
 
     refused = orch(slice4, runs_dir, "compare", jax_id, torch_id, check=False)
     assert refused.returncode == 1
-    assert (f"refusing to compare: runs {jax_id} and {torch_id} come from different lanes and bundles "
-            f"(lanes cpu vs torch; bundles jax-cpu@{jax_cpu_bundle(jax_id, runs_dir)} vs torch-cpu@"
-            f"{torch_cpu_lane.bundle_id[:8]})") in refused.stderr
+    assert (
+        f"refusing to compare: runs {jax_id} and {torch_id} come from different lanes and bundles "
+        f"(lanes cpu vs torch; bundles jax-cpu@{jax_cpu_bundle(jax_id, runs_dir)} vs torch-cpu@"
+        f"{torch_cpu_lane.bundle_id[:8]})"
+    ) in refused.stderr
     assert "figures:" not in refused.stdout
 
     allowed = orch(slice4, runs_dir, "compare", jax_id, torch_id, "--allow-cross-lane").stdout
@@ -156,8 +212,21 @@ def jax_cpu_bundle(run_id: str, runs_dir: Path) -> str:
 
 
 def test_gather_names_a_paused_worker_and_completes_it_after_resume(slice4, jax_cpu_lane, runs_dir):
-    res = orch(slice4, runs_dir, "launch", "--lane", "cpu", "--no-gather", "--workdir", str(EXAMPLES), "--",
-               "jax_spmd.py", "--steps", "2", timeout=300)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "cpu",
+        "--no-gather",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "jax_spmd.py",
+        "--steps",
+        "2",
+        timeout=300,
+    )
     run_id = run_id_from(res.stderr)
     assert "gathered" not in res.stderr and not (runs_dir / run_id / "slice-w0").exists()
     sandbox.pause(slice4.dir, "slice-w2")
@@ -176,7 +245,7 @@ def test_gather_names_a_paused_worker_and_completes_it_after_resume(slice4, jax_
     second = json.loads(orch(slice4, runs_dir, "gather", run_id, "--json").stdout)
     assert second["complete"] is True and second["missing"] == []
     assert "record.json" in second["workers"]["slice-w2"]["copied"]
-    for w in ("slice-w0", "slice-w1", "slice-w3"):   # resumable: nothing fetched twice
+    for w in ("slice-w0", "slice-w1", "slice-w3"):  # resumable: nothing fetched twice
         assert second["workers"][w]["copied"] == [] and "record.json" in second["workers"][w]["up_to_date"]
     assert gathered(runs_dir, run_id, "slice-w2")["process_id"] == 2
 
@@ -192,16 +261,28 @@ print("sum", float(jnp.ones(4).sum()), "on", devices[0].platform, flush=True)
 """
 
 
-def test_a_tpu_lane_whose_runtime_fell_back_to_cpu_is_flagged(slice4, jax_libtpu_lane, tpu_fleet, runs_dir,
-                                                              tmp_path):
+def test_a_tpu_lane_whose_runtime_fell_back_to_cpu_is_flagged(slice4, jax_libtpu_lane, tpu_fleet, runs_dir, tmp_path):
     (tmp_path / "fallback.py").write_text(FALLBACK_SCRIPT)
-    res = orch(slice4, runs_dir, "launch", "--lane", "tpu", "--workdir", str(tmp_path), "--", "fallback.py",
-               fleet=tpu_fleet, timeout=300)
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "tpu",
+        "--workdir",
+        str(tmp_path),
+        "--",
+        "fallback.py",
+        fleet=tpu_fleet,
+        timeout=300,
+    )
     run_id = run_id_from(res.stderr)
     doc = gathered(runs_dir, run_id, "slice-w1")
     assert doc["platform"] == "tpu" and doc["versions"]["libtpu"] == "0.0.42.1"
     assert doc["devices"]["summary"]["kind"] == "cpu"
     assert doc["training"]["backends"]["main"]["name"] == "jax_cpu_xla"
     report = orch(slice4, runs_dir, "report", run_id).stdout
-    assert ("[cpu-fallback] lane tpu intends a TPU, but the device that answered was CPU on all 4 workers "
-            "(the runtime fell back)") in report
+    assert (
+        "[cpu-fallback] lane tpu intends a TPU, but the device that answered was CPU on all 4 workers "
+        "(the runtime fell back)"
+    ) in report

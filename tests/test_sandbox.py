@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import orch_executable
 
 from orchestrator import sandbox
 from orchestrator.errors import SandboxError
 from orchestrator.fleet import load_fleet
-
-from conftest import orch_executable
 
 # ---------------------------------------------------------------------------
 # The generated fleet (no sshd needed)
@@ -37,9 +36,15 @@ def test_the_default_fleet_has_one_cpu_lane_over_all_workers_and_validates(tmp_p
     lane = m.lanes["cpu"]
     assert (lane.platform, lane.bundle, lane.runtime, lane.cache) == ("cpu", "jax-cpu", "cpu", "per-host")
     sl = m.slices["slice"]
-    assert (sl.accelerator_type, sl.root, sl.shared_dir, sl.python, sl.user, sl.identity_file,
-            sl.skip_metadata_query) == ("v6e-16", "/var/lib/orch", "/mnt/orch-shared", "python3", "root",
-                                        "id_ed25519", True)
+    assert (
+        sl.accelerator_type,
+        sl.root,
+        sl.shared_dir,
+        sl.python,
+        sl.user,
+        sl.identity_file,
+        sl.skip_metadata_query,
+    ) == ("v6e-16", "/var/lib/orch", "/mnt/orch-shared", "python3", "root", "id_ed25519", True)
     assert (m.ssh.known_hosts, m.ssh.host_key_policy, m.ssh.connect_timeout) == ("known_hosts", "strict", 5)
     assert {n: (b.python, b.pins) for n, b in m.bundles.items()} == {
         "jax-cpu": ("3.11", ["jax==0.10.2", "jaxlib==0.10.2"]),
@@ -51,14 +56,18 @@ def test_the_default_fleet_has_one_cpu_lane_over_all_workers_and_validates(tmp_p
     assert m.runtime_profiles["tpu"].env == {"PJRT_DEVICE": "TPU"}
     assert all(p.forbid == ["XLA_USE_BF16", "XLA_USE_SPMD"] for p in m.runtime_profiles.values())
     assert m.cache_policies["per-host"].mode == "per-host"
-    assert (m.cache_policies["shared"].mode, m.cache_policies["shared"].root) == ("single-writer",
-                                                                                 "/mnt/orch-shared/cache")
+    assert (m.cache_policies["shared"].mode, m.cache_policies["shared"].root) == (
+        "single-writer",
+        "/mnt/orch-shared/cache",
+    )
 
 
 def test_six_workers_split_in_order_into_a_cpu_and_a_tpu_lane(tmp_path):
     fleet = load_fleet(write_fleet(tmp_path, 6, ["cpu:4:cpu:jax-cpu", "tpu:2:tpu:jax-libtpu"]))
-    assert fleet.lane_members == {"cpu": ("slice-w0", "slice-w1", "slice-w2", "slice-w3"),
-                                  "tpu": ("slice-w4", "slice-w5")}
+    assert fleet.lane_members == {
+        "cpu": ("slice-w0", "slice-w1", "slice-w2", "slice-w3"),
+        "tpu": ("slice-w4", "slice-w5"),
+    }
     tpu = fleet.model.lanes["tpu"]
     assert (tpu.platform, tpu.bundle, tpu.runtime, tpu.cache) == ("tpu", "jax-libtpu", "tpu", "per-host")
     assert fleet.runtime_profile("tpu").env == {"PJRT_DEVICE": "TPU"}
@@ -71,37 +80,67 @@ def test_a_one_worker_lane_is_written_as_a_single_index(tmp_path):
     assert fleet.lane_members == {"a": ("slice-w0", "slice-w1"), "b": ("slice-w2",)}
 
 
-@pytest.mark.parametrize("workers, lanes, message", [
-    (4, ["cpu:4:cpu"], "--lane 'cpu:4:cpu': expected NAME:COUNT:PLATFORM:BUNDLE, e.g. cpu:4:cpu:jax-cpu"),
-    (4, ["cpu:four:cpu:jax-cpu"],
-     "--lane 'cpu:four:cpu:jax-cpu': COUNT 'four' must be a whole number of workers, at least 1"),
-    (4, ["cpu:0:cpu:jax-cpu", "b:4:cpu:jax-cpu"],
-     "--lane 'cpu:0:cpu:jax-cpu': COUNT '0' must be a whole number of workers, at least 1"),
-    (4, ["cpu:4:gpu:jax-cpu"], "--lane 'cpu:4:gpu:jax-cpu': PLATFORM 'gpu' must be one of: cpu, tpu; "
-                               "did you mean 'tpu'?"),
-    (4, ["cpu:4:cpu:jax-cpux"], "--lane 'cpu:4:cpu:jax-cpux': no bundle 'jax-cpux'; did you mean 'jax-cpu'? "
-                                "(sandbox bundles: jax-cpu, jax-libtpu, torch-cpu)"),
-    (4, ["c/pu:4:cpu:jax-cpu"], "--lane 'c/pu:4:cpu:jax-cpu': lane name 'c/pu' must be letters, digits, '.', "
-                                "'_' or '-'"),
-    (6, ["cpu:4:cpu:jax-cpu", "tpu:1:tpu:jax-libtpu"],
-     "--lane counts add up to 5 (4 + 1) but --workers is 6; every worker belongs to exactly one lane"),
-    (4, ["a:2:cpu:jax-cpu", "a:2:cpu:jax-cpu"], "--lane: lane 'a' is given twice; each lane needs its own name"),
-])
+@pytest.mark.parametrize(
+    "workers, lanes, message",
+    [
+        (4, ["cpu:4:cpu"], "--lane 'cpu:4:cpu': expected NAME:COUNT:PLATFORM:BUNDLE, e.g. cpu:4:cpu:jax-cpu"),
+        (
+            4,
+            ["cpu:four:cpu:jax-cpu"],
+            "--lane 'cpu:four:cpu:jax-cpu': COUNT 'four' must be a whole number of workers, at least 1",
+        ),
+        (
+            4,
+            ["cpu:0:cpu:jax-cpu", "b:4:cpu:jax-cpu"],
+            "--lane 'cpu:0:cpu:jax-cpu': COUNT '0' must be a whole number of workers, at least 1",
+        ),
+        (
+            4,
+            ["cpu:4:gpu:jax-cpu"],
+            "--lane 'cpu:4:gpu:jax-cpu': PLATFORM 'gpu' must be one of: cpu, tpu; did you mean 'tpu'?",
+        ),
+        (
+            4,
+            ["cpu:4:cpu:jax-cpux"],
+            "--lane 'cpu:4:cpu:jax-cpux': no bundle 'jax-cpux'; did you mean 'jax-cpu'? "
+            "(sandbox bundles: jax-cpu, jax-libtpu, torch-cpu)",
+        ),
+        (
+            4,
+            ["c/pu:4:cpu:jax-cpu"],
+            "--lane 'c/pu:4:cpu:jax-cpu': lane name 'c/pu' must be letters, digits, '.', '_' or '-'",
+        ),
+        (
+            6,
+            ["cpu:4:cpu:jax-cpu", "tpu:1:tpu:jax-libtpu"],
+            "--lane counts add up to 5 (4 + 1) but --workers is 6; every worker belongs to exactly one lane",
+        ),
+        (4, ["a:2:cpu:jax-cpu", "a:2:cpu:jax-cpu"], "--lane: lane 'a' is given twice; each lane needs its own name"),
+    ],
+)
 def test_bad_lane_specs_are_refused_with_a_clear_message(workers, lanes, message):
     with pytest.raises(SandboxError) as err:
         sandbox.plan_lanes(workers, lanes)
     assert err.value.message == message
 
 
-@pytest.mark.parametrize("directory, rebound", [
-    ("/tmp/orch-sbx", "/tmp"), ("/tmp", "/tmp"), ("/root/sbx", "/root"),
-    ("/var/lib/orch/sbx", "/var/lib/orch"), ("/mnt/orch-shared", "/mnt/orch-shared"),
-])
+@pytest.mark.parametrize(
+    "directory, rebound",
+    [
+        ("/tmp/orch-sbx", "/tmp"),
+        ("/tmp", "/tmp"),
+        ("/root/sbx", "/root"),
+        ("/var/lib/orch/sbx", "/var/lib/orch"),
+        ("/mnt/orch-shared", "/mnt/orch-shared"),
+    ],
+)
 def test_a_sandbox_dir_that_workers_rebind_is_refused(directory, rebound):
     with pytest.raises(SandboxError) as err:
         sandbox.check_dir(directory)
-    assert err.value.message == (f"sandbox dir {directory} is under {rebound}, which every worker replaces with "
-                                 "its own private copy, so a worker's sshd could not read its config and keys there")
+    assert err.value.message == (
+        f"sandbox dir {directory} is under {rebound}, which every worker replaces with "
+        "its own private copy, so a worker's sshd could not read its config and keys there"
+    )
     assert err.value.hint == "use a directory elsewhere, e.g. --dir /var/tmp/orch-sandbox"
 
 
@@ -118,8 +157,10 @@ def test_a_missing_sshd_names_the_package_to_install(monkeypatch):
     monkeypatch.setattr(sandbox, "SSHD", "/nonexistent/sshd")
     with pytest.raises(SandboxError) as err:
         sandbox.preflight()
-    assert (err.value.message, err.value.hint) == ("no OpenSSH server: /nonexistent/sshd is missing",
-                                                   "apt-get install openssh-server")
+    assert (err.value.message, err.value.hint) == (
+        "no OpenSSH server: /nonexistent/sshd is missing",
+        "apt-get install openssh-server",
+    )
 
 
 def test_not_being_root_says_how_to_run_it(monkeypatch):
@@ -130,8 +171,9 @@ def test_not_being_root_says_how_to_run_it(monkeypatch):
 
 
 def run_orch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([orch_executable(), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [orch_executable(), *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+    )
 
 
 def test_the_cli_refuses_a_dir_under_tmp_before_touching_anything():
@@ -143,8 +185,9 @@ def test_the_cli_refuses_a_dir_under_tmp_before_touching_anything():
 
 
 def test_the_cli_refuses_lane_counts_that_do_not_add_up():
-    proc = run_orch("sandbox", "up", "--workers", "3", "--dir", "/var/tmp/orch-sbx-never-made",
-                    "--lane", "cpu:2:cpu:jax-cpu")
+    proc = run_orch(
+        "sandbox", "up", "--workers", "3", "--dir", "/var/tmp/orch-sbx-never-made", "--lane", "cpu:2:cpu:jax-cpu"
+    )
     assert proc.returncode == 2
     assert "orch: error: --lane counts add up to 2 (2) but --workers is 3" in proc.stderr
     assert not Path("/var/tmp/orch-sbx-never-made").exists()
@@ -174,10 +217,17 @@ def test_every_worker_answers_orch_exec_with_its_own_hostname(slice4):
 def test_workers_have_private_roots_tmp_and_homes_but_share_one_dir(slice4):
     w0, w1 = slice4.workers[:2]
     token = f"t{os.getpid()}-{time.monotonic_ns()}"
-    slice4.ssh(w0, "sh", "-c", f"echo {token} > /var/lib/orch/{token} && echo {token} > /tmp/{token} && "
-                               f"echo {token} > ~/{token} && echo {token} > /mnt/orch-shared/{token}", check=True)
-    assert slice4.ssh(w0, "cat", f"/var/lib/orch/{token}", f"/tmp/{token}", f"/root/{token}").stdout.split() \
-        == [token] * 3
+    slice4.ssh(
+        w0,
+        "sh",
+        "-c",
+        f"echo {token} > /var/lib/orch/{token} && echo {token} > /tmp/{token} && "
+        f"echo {token} > ~/{token} && echo {token} > /mnt/orch-shared/{token}",
+        check=True,
+    )
+    assert (
+        slice4.ssh(w0, "cat", f"/var/lib/orch/{token}", f"/tmp/{token}", f"/root/{token}").stdout.split() == [token] * 3
+    )
     other = slice4.ssh(w1, "ls", f"/var/lib/orch/{token}", f"/tmp/{token}", f"/root/{token}")
     assert other.returncode != 0 and other.stderr.count("No such file") == 3
     shared = slice4.orch("exec", "--json", "--", "cat", f"/mnt/orch-shared/{token}")
@@ -185,8 +235,10 @@ def test_workers_have_private_roots_tmp_and_homes_but_share_one_dir(slice4):
     # A fresh home: no startup files that cost every remote command time.
     rc = slice4.ssh(w1, "cat", "/root/.bashrc", check=True).stdout
     assert rc == f"# {w1}: sandbox worker home\n"
-    assert slice4.ssh(w1, "python3", "-c", "import sys, venv; print(sys.executable)", check=True).stdout.strip() \
+    assert (
+        slice4.ssh(w1, "python3", "-c", "import sys, venv; print(sys.executable)", check=True).stdout.strip()
         == "/usr/bin/python3"
+    )
     # The controller sees the same files through the sandbox directory.
     assert (slice4.dir / "workers" / w0 / "root" / token).read_text() == token + "\n"
     assert not (slice4.dir / "workers" / w1 / "tmp" / token).exists()
@@ -197,7 +249,8 @@ def test_status_reports_every_worker_running_with_its_sshd(slice4):
     doc = json.loads(slice4.orch("sandbox", "status", "--json").stdout)
     assert doc["up"] and doc["fleet_path"] == str(slice4.fleet_path)
     assert [(w["name"], w["address"], w["hostname"], w["state"]) for w in doc["workers"]] == [
-        (w, slice4.address(w), w, "running") for w in slice4.workers]
+        (w, slice4.address(w), w, "running") for w in slice4.workers
+    ]
     for w in doc["workers"]:
         assert Path(f"/proc/{w['pid']}/cmdline").read_bytes().startswith(b"sshd: /usr/sbin/sshd -D -e -f ")
 
@@ -208,8 +261,13 @@ def test_a_paused_worker_times_out_while_the_others_answer_and_resume_restores_i
     slice4.orch("sandbox", "pause", target)
     try:
         assert [w.state for w in sandbox.status(slice4.dir).workers] == ["running", "paused", "running", "running"]
-        hung = subprocess.Popen([*slice4.ssh_argv(target, connect_timeout=2), "true"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        hung = subprocess.Popen(
+            [*slice4.ssh_argv(target, connect_timeout=2), "true"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         start = time.monotonic()
         assert slice4.ssh(other, "hostname", check=True).stdout.strip() == other
         _, err = hung.communicate(timeout=30)
@@ -260,14 +318,15 @@ def test_up_status_down_through_the_cli_leave_nothing_behind(make_sandbox):
     env = {sandbox.DIR_ENV: str(directory)}
     up = run_orch("sandbox", "up", "--workers", "2", "--base-address", base, env=env)
     assert up.returncode == 0, up.stderr
-    assert up.stdout.splitlines()[-2:] == [f"fleet: {directory}/fleet.yaml",
-                                           f"export ORCH_FLEET={directory}/fleet.yaml"]
+    assert up.stdout.splitlines()[-2:] == [
+        f"fleet: {directory}/fleet.yaml",
+        f"export ORCH_FLEET={directory}/fleet.yaml",
+    ]
     table = run_orch("sandbox", "status", env=env)
     assert table.returncode == 0 and table.stdout.count("running") == 2
     fleet_env = {**env, "ORCH_FLEET": str(directory / "fleet.yaml")}
     # Something left running on a worker, outside its ssh session's process tree.
-    started = run_orch("exec", "--", "sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!",
-                       env=fleet_env)
+    started = run_orch("exec", "--", "sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!", env=fleet_env)
     assert started.returncode == 0, started.stderr
     pids = [int(sbx_pid) for sbx_pid in sandbox_pids(directory)]
     assert len(pids) >= 4  # two sshd listeners and two orphaned sleeps

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import socket
 import time
 from pathlib import Path
 
@@ -17,8 +16,20 @@ from orchestrator.transport import Transport, _HostKeyPolicy, for_fleet
 
 
 def worker(name: str = "w0", host: str = "target", **kw) -> WorkerRef:
-    fields = dict(name=name, slice="s", index=0, host=host, port=None, user=None, identity_file=None,
-                  internal_address=host, root="/var/lib/orch", shared_dir=None, python="python3", lane=None)
+    fields = dict(
+        name=name,
+        slice="s",
+        index=0,
+        host=host,
+        port=None,
+        user=None,
+        identity_file=None,
+        internal_address=host,
+        root="/var/lib/orch",
+        shared_dir=None,
+        python="python3",
+        lane=None,
+    )
     return WorkerRef(**{**fields, **kw})
 
 
@@ -54,7 +65,10 @@ def test_a_proxyjump_hop_gets_our_host_key_policy_known_hosts_and_timeouts(tmp_p
     assert bastion.client._host_keys_filename is None
     assert bastion.connect_timeout == 4
     assert {k: bastion.connect_kwargs[k] for k in ("banner_timeout", "auth_timeout", "channel_timeout")} == {
-        "banner_timeout": 4, "auth_timeout": 4, "channel_timeout": 4}
+        "banner_timeout": 4,
+        "auth_timeout": 4,
+        "channel_timeout": 4,
+    }
 
 
 def test_an_unknown_jump_host_key_is_refused_naming_the_jump_host(tmp_path):
@@ -128,6 +142,7 @@ class FakeConnection:
         class Res:
             exited = self.exited
             stdout = stderr = ""
+
         return Res()
 
     def close(self):
@@ -157,9 +172,13 @@ def test_a_refused_sftp_request_is_a_remote_error_naming_worker_and_path_and_kee
     conn = FakeConnection(fail=sftp_status_error(paramiko.sftp.SFTP_FAILURE, "Failure"))
     t = fake_transport(conn)
     res = t.put_one("s-w3", io.BytesIO(b"x"), "/var/lib/orch/store/a.part")
-    assert (res.error_kind, res.error) == ("remote", (
-        "SFTP put to s-w3:/var/lib/orch/store/a.part failed on the worker: "
-        "Failure (the SFTP server gives no detail; usually a full disk or quota)"))
+    assert (res.error_kind, res.error) == (
+        "remote",
+        (
+            "SFTP put to s-w3:/var/lib/orch/store/a.part failed on the worker: "
+            "Failure (the SFTP server gives no detail; usually a full disk or quota)"
+        ),
+    )
     assert t._connections["s-w3"] is conn and not conn.closed
 
 
@@ -178,12 +197,14 @@ def test_a_broken_socket_during_a_copy_is_still_a_connect_error_and_drops_the_co
 
 
 def test_a_silent_worker_during_a_copy_is_a_timeout_naming_it():
-    conn = FakeConnection(fail=socket.timeout())
+    conn = FakeConnection(fail=TimeoutError())
     t = fake_transport(conn, transfer_timeout=7)
     res = t.put_one("s-w3", io.BytesIO(b"x"), "/tmp/a")
     assert conn.channel_timeout == 7
     assert (res.error_kind, res.error) == (
-        "timeout", "SFTP put to s-w3:/tmp/a timed out: 10.0.0.9:22 sent nothing for 7s (worker hung?)")
+        "timeout",
+        "SFTP put to s-w3:/tmp/a timed out: 10.0.0.9:22 sent nothing for 7s (worker hung?)",
+    )
     assert conn.closed
 
 
@@ -191,7 +212,9 @@ def test_a_missing_local_file_is_a_local_error():
     conn = FakeConnection(fail=FileNotFoundError(2, "No such file or directory", "/tmp/nope.whl"))
     res = fake_transport(conn).put_one("s-w3", "/tmp/nope.whl", "/tmp/a")
     assert (res.error_kind, res.error) == (
-        "local", "SFTP put to s-w3:/tmp/a failed on this machine: [Errno 2] No such file or directory: '/tmp/nope.whl'")
+        "local",
+        "SFTP put to s-w3:/tmp/a failed on this machine: [Errno 2] No such file or directory: '/tmp/nope.whl'",
+    )
     assert not conn.closed
 
 
@@ -228,8 +251,9 @@ def test_a_copy_to_a_paused_worker_times_out_naming_it_while_the_others_succeed(
             sandbox.resume(sb.dir, 1)
     assert results["slice-w0"].ok
     assert results["slice-w1"].error_kind == "timeout"
-    assert results["slice-w1"].error == (f"SFTP put to slice-w1:/tmp/orch-copy-test timed out: {sb.address(1)}:22 "
-                                         "sent nothing for 2s (worker hung?)")
+    assert results["slice-w1"].error == (
+        f"SFTP put to slice-w1:/tmp/orch-copy-test timed out: {sb.address(1)}:22 sent nothing for 2s (worker hung?)"
+    )
     assert elapsed < 2 * 2 + 2, elapsed  # Fabric's put makes two requests, each bounded
     assert sb.ssh(0, "cat", "/tmp/orch-copy-test").stdout == "second"
 
@@ -261,7 +285,9 @@ def test_an_upload_the_worker_cannot_store_is_a_remote_error_and_the_connection_
         after = t.run_one("slice-w0", ["true"])
         assert t._connection("slice-w0") is conn
     assert (missing.error_kind, missing.error) == (
-        "remote", "SFTP put to slice-w0:/nonexistent-dir/a failed on the worker: No such file")
+        "remote",
+        "SFTP put to slice-w0:/nonexistent-dir/a failed on the worker: No such file",
+    )
     assert full.error_kind == "remote"
     assert full.error.startswith("SFTP put to slice-w0:/dev/full failed on the worker: size mismatch in put!")
     assert "disk full?" in full.error
@@ -272,15 +298,20 @@ def test_an_upload_the_worker_cannot_store_is_a_remote_error_and_the_connection_
 def test_a_proxyjump_bastion_is_host_key_checked_and_then_carries_the_connection(slice4, tmp_path):
     config = tmp_path / "ssh_config"
     key = slice4.dir / "id_ed25519"
-    config.write_text(f"Host via-bastion\n  HostName {slice4.address(1)}\n  User root\n  IdentityFile {key}\n"
-                      f"  ProxyJump bastion\n"
-                      f"Host bastion\n  HostName {slice4.address(0)}\n  User root\n  IdentityFile {key}\n")
+    config.write_text(
+        f"Host via-bastion\n  HostName {slice4.address(1)}\n  User root\n  IdentityFile {key}\n"
+        f"  ProxyJump bastion\n"
+        f"Host bastion\n  HostName {slice4.address(0)}\n  User root\n  IdentityFile {key}\n"
+    )
     fleet = load_fleet(slice4.alias_fleet(config, 1, "via-bastion", tmp_path / "fleet.yaml"))
 
     known = slice4.dir / "known_hosts"
     without_bastion = tmp_path / "known_hosts"
-    without_bastion.write_text("".join(line for line in known.read_text().splitlines(keepends=True)
-                                       if not line.startswith(slice4.address(0) + " ")))
+    without_bastion.write_text(
+        "".join(
+            line for line in known.read_text().splitlines(keepends=True) if not line.startswith(slice4.address(0) + " ")
+        )
+    )
     with for_fleet(fleet, fleet.workers, known_hosts=without_bastion) as t:
         refused = t.run_one("slice-w1", ["hostname"])
     assert refused.error_kind == "host-key"

@@ -17,8 +17,19 @@ import click
 from orchestrator.errors import OrchError
 
 # Verb modules, each defining `register(main)`.
-COMMAND_MODULES = ["fleet_cmd", "exec_cmd", "sandbox_cmd", "diagnose_cmd", "probe_cmd", "bundle_cmd",
-                   "deploy_cmd", "launch_cmd", "play_cmd", "receipts_cmd", "cache_cmd"]
+COMMAND_MODULES = [
+    "fleet_cmd",
+    "exec_cmd",
+    "sandbox_cmd",
+    "diagnose_cmd",
+    "probe_cmd",
+    "bundle_cmd",
+    "deploy_cmd",
+    "launch_cmd",
+    "play_cmd",
+    "receipts_cmd",
+    "cache_cmd",
+]
 
 
 @dataclass
@@ -56,8 +67,10 @@ class Context:
         """Say which first-seen host keys accept-new recorded (never silent)."""
         for t in self._transports:
             for worker, host, fingerprint in t.accepted_keys:
-                click.echo(f"orch: recorded new host key for {worker} ({host}) {fingerprint} "
-                           f"in {t.known_hosts_display}", err=True)
+                click.echo(
+                    f"orch: recorded new host key for {worker} ({host}) {fingerprint} in {t.known_hosts_display}",
+                    err=True,
+                )
 
 
 class OrchGroup(click.Group):
@@ -76,16 +89,20 @@ class OrchGroup(click.Group):
 
 @click.group(cls=OrchGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--fleet", "fleet_path", metavar="PATH", help="fleet.yaml (default: $ORCH_FLEET, then ./fleet.yaml).")
-@click.option("--host-key-policy", type=click.Choice(["strict", "accept-new"]),
-              help="Override the fleet's host key policy for this command.")
+@click.option(
+    "--host-key-policy",
+    type=click.Choice(["strict", "accept-new"]),
+    help="Override the fleet's host key policy for this command.",
+)
 @click.option("--connect-timeout", type=float, metavar="S", help="Override the SSH connect timeout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="orch")
 @click.pass_context
 def main(ctx: click.Context, fleet_path, host_key_policy, connect_timeout, debug):
     """orch: bundles, launches, probes and receipts for TPU pod slices over SSH."""
-    ctx.obj = Context(fleet_path=fleet_path, debug=debug, host_key_policy=host_key_policy,
-                      connect_timeout=connect_timeout)
+    ctx.obj = Context(
+        fleet_path=fleet_path, debug=debug, host_key_policy=host_key_policy, connect_timeout=connect_timeout
+    )
     ctx.call_on_close(ctx.obj.report_accepted_keys)
 
 

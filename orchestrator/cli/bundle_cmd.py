@@ -22,8 +22,14 @@ def _fleet_option(fn):
             ctx.find_object(Context).fleet_path = value
         return value
 
-    return click.option("--fleet", "fleet_path", metavar="PATH", expose_value=False, callback=remember,
-                        help="fleet.yaml (same as `orch --fleet`).")(fn)
+    return click.option(
+        "--fleet",
+        "fleet_path",
+        metavar="PATH",
+        expose_value=False,
+        callback=remember,
+        help="fleet.yaml (same as `orch --fleet`).",
+    )(fn)
 
 
 def _size(n: int) -> str:
@@ -50,8 +56,12 @@ def _bundle_name(obj, name: str | None, lane: str | None) -> str:
 @click.argument("name", required=False)
 @click.option("--lane", help="Lock the bundle of this lane (instead of NAME).")
 @_fleet_option
-@click.option("--python", "interpreter", metavar="EXE",
-              help="Run pip with this interpreter (default: one of the bundle's Python version if found).")
+@click.option(
+    "--python",
+    "interpreter",
+    metavar="EXE",
+    help="Run pip with this interpreter (default: one of the bundle's Python version if found).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @click.pass_obj
 def lock(obj, name, lane, interpreter, as_json):
@@ -77,8 +87,10 @@ def lock(obj, name, lane, interpreter, as_json):
         state += f", was {result.previous_id}"
     click.echo(f"bundle {name}: {len(lk.wheels)} wheels, {_size(lk.total_size)}, bundle id {lk.bundle_id}")
     click.echo(f"  lock {result.path} ({state})")
-    click.echo(f"  wheel cache {result.cache_root}: fetched {_size(result.fetched_bytes)}, "
-               f"reused {_size(result.reused_bytes)} ({result.elapsed:.1f}s)")
+    click.echo(
+        f"  wheel cache {result.cache_root}: fetched {_size(result.fetched_bytes)}, "
+        f"reused {_size(result.reused_bytes)} ({result.elapsed:.1f}s)"
+    )
     for note in result.notes:
         click.echo(f"  note: {note}")
 
@@ -105,11 +117,16 @@ def check(obj, name, lane, interpreter, as_json):
     else:
         for finding in report.findings:
             click.echo(str(finding))
-        source = (f"lock {report.lock_path}, bundle id {report.bundle_id}" if report.metadata_from == "lock"
-                  else "pins' own metadata, no lock yet")
+        source = (
+            f"lock {report.lock_path}, bundle id {report.bundle_id}"
+            if report.metadata_from == "lock"
+            else "pins' own metadata, no lock yet"
+        )
         verdict = "ok" if report.ok else "FAILED"
-        click.echo(f"bundle {name}: {verdict}: {len(report.errors)} error(s), {len(report.warnings)} warning(s), "
-                   f"{len(report.wheels)} wheels, Python {report.python} ({source})")
+        click.echo(
+            f"bundle {name}: {verdict}: {len(report.errors)} error(s), {len(report.warnings)} warning(s), "
+            f"{len(report.wheels)} wheels, Python {report.python} ({source})"
+        )
     if not report.ok:
         sys.exit(1)
 
@@ -143,8 +160,7 @@ def status(obj, lanes, as_json):
 
             expected[ln] = read_lock(path).bundle_id
     if as_json:
-        click.echo(json.dumps({"schema_version": 1, "workers": docs, "mixed": mixed,
-                               "locked": expected}, indent=2))
+        click.echo(json.dumps({"schema_version": 1, "workers": docs, "mixed": mixed, "locked": expected}, indent=2))
     else:
         from rich.console import Console
         from rich.table import Table
@@ -167,11 +183,18 @@ def status(obj, lanes, as_json):
                     note.append(f"deploy in progress by {h.get('user', '?')}@{h.get('controller', '?')}")
                 if ln in mixed:
                     note.append("[red]lane is mixed[/red]")
-                table.add_row(ln, w.name, info.get("bundle") or "", info.get("active") or "-",
-                              info.get("previous") or "-", "; ".join(n for n in note if n))
+                table.add_row(
+                    ln,
+                    w.name,
+                    info.get("bundle") or "",
+                    info.get("active") or "-",
+                    info.get("previous") or "-",
+                    "; ".join(n for n in note if n),
+                )
         Console().print(table)
         for ln, groups in mixed.items():
-            click.echo(f"lane {ln} is mixed: " + "; ".join(f"{bid}: {', '.join(ws)}" for bid, ws in groups.items()),
-                       err=True)
+            click.echo(
+                f"lane {ln} is mixed: " + "; ".join(f"{bid}: {', '.join(ws)}" for bid, ws in groups.items()), err=True
+            )
     if mixed:
         sys.exit(1)

@@ -62,8 +62,9 @@ def status(obj, lane, as_json):
         with obj.transport(fleet.lane_workers(name)) as transport:
             results.append(core.status(fleet, name, transport))
     if as_json:
-        click.echo(json.dumps({"schema_version": core.SCHEMA_VERSION, "lanes": [r.to_dict() for r in results]},
-                              indent=2))
+        click.echo(
+            json.dumps({"schema_version": core.SCHEMA_VERSION, "lanes": [r.to_dict() for r in results]}, indent=2)
+        )
     else:
         for r in results:
             click.echo(f"lane {r.lane}: cache policy {r.policy or 'off'} ({r.mode})")
@@ -79,8 +80,10 @@ def status(obj, lane, as_json):
                 click.echo(f"  {first.path.rsplit('/', 1)[0]}  [{where}; bundle {bundle_id}{active}]")
                 click.echo(f"    writer {first.writer}; lease {_lease_text(first.lease)}")
                 for row in rows:
-                    click.echo(f"    {row.frontend:<10} {row.entries:>6} entries  {_size(row.bytes):>10}  "
-                               f"last write {_when(row.last_write)}")
+                    click.echo(
+                        f"    {row.frontend:<10} {row.entries:>6} entries  {_size(row.bytes):>10}  "
+                        f"last write {_when(row.last_write)}"
+                    )
             if r.mode != "off" and not r.rows and not r.errors:
                 click.echo("  no cache written yet")
             for w, checks in r.checks.items():
@@ -113,8 +116,10 @@ def clear(obj, lane, yes):
         result = core.clear(fleet, lane, transport)
     freed = sum(result.freed.values())
     removed = sum(len(v) for v in result.removed.values())
-    click.echo(f"orch: lane {lane}: removed {removed} cache director{'y' if removed == 1 else 'ies'}, "
-               f"freed {_size(freed)}", err=True)
+    click.echo(
+        f"orch: lane {lane}: removed {removed} cache director{'y' if removed == 1 else 'ies'}, freed {_size(freed)}",
+        err=True,
+    )
     for w, reasons in result.refused.items():
         for reason in reasons:
             click.echo(f"  REFUSED {w}: {reason}", err=True)
@@ -134,15 +139,28 @@ def _env_pairs(values) -> dict[str, str]:
     return env
 
 
-@click.command("restart-check", context_settings={"ignore_unknown_options": True,
-                                                 "allow_interspersed_args": False})
+@click.command("restart-check", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lane", required=True, help="The lane to launch on (its cache policy is what is checked).")
-@click.option("--threshold", type=float, default=DEFAULT_THRESHOLD, show_default=True, metavar="R",
-              help="A process reused its cache when warm/cold compile time <= R (and it had cache hits).")
-@click.option("--workdir", type=click.Path(file_okay=False), help="Sync this local directory to every worker "
-              "and run from there (as orch launch).")
-@click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
-              help="Extra environment for both runs, applied before any import (repeatable).")
+@click.option(
+    "--threshold",
+    type=float,
+    default=DEFAULT_THRESHOLD,
+    show_default=True,
+    metavar="R",
+    help="A process reused its cache when warm/cold compile time <= R (and it had cache hits).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    help="Sync this local directory to every worker and run from there (as orch launch).",
+)
+@click.option(
+    "--env",
+    "env_items",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra environment for both runs, applied before any import (repeatable).",
+)
 @click.option("--timeout", type=float, metavar="S", help="End a run after S seconds.")
 @click.option("--keep", is_flag=True, help="Keep the check's cache root afterwards (default: removed).")
 @click.option("--json", "as_json", is_flag=True, help="The verdicts as JSON on stdout.")
@@ -168,9 +186,19 @@ def restart_check(obj, lane, threshold, workdir, env_items, timeout, keep, as_js
 
     interrupt_on_termination()
     with obj.transport(workers) as transport:
-        check = core.run(fleet, lane, list(argv), transport, threshold=threshold, workdir=workdir,
-                         extra_env=_env_pairs(env_items), timeout=timeout, keep=keep, report=printer.report,
-                         on_output=printer.output)
+        check = core.run(
+            fleet,
+            lane,
+            list(argv),
+            transport,
+            threshold=threshold,
+            workdir=workdir,
+            extra_env=_env_pairs(env_items),
+            timeout=timeout,
+            keep=keep,
+            report=printer.report,
+            on_output=printer.output,
+        )
     if as_json:
         click.echo(json.dumps(check.to_dict(), indent=2))
     else:

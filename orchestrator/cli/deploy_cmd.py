@@ -39,8 +39,9 @@ def deploy(obj, lane, as_json, dry_run, no_relay):
         else:
             from orchestrator.cli.progress import WorkerBoard
 
-            with WorkerBoard([w.name for w in plan.workers],
-                             f"deploy {plan.bundle} ({plan.bundle_id}) -> lane {lane}") as board:
+            with WorkerBoard(
+                [w.name for w in plan.workers], f"deploy {plan.bundle} ({plan.bundle_id}) -> lane {lane}"
+            ) as board:
                 report = core.execute(plan, transport, progress=board.update)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -51,14 +52,19 @@ def deploy(obj, lane, as_json, dry_run, no_relay):
                 line += f": {o.reason}"
             if o.recovered_lock:
                 h = o.recovered_lock
-                line += (f" (recovered a stale deploy lock of {h.get('user', '?')}@{h.get('controller', '?')} "
-                         f"pid {h.get('pid', '?')})")
+                line += (
+                    f" (recovered a stale deploy lock of {h.get('user', '?')}@{h.get('controller', '?')} "
+                    f"pid {h.get('pid', '?')})"
+                )
             click.echo(line)
-        mib = 2 ** 20
-        click.echo(f"bundle {plan.bundle} {plan.bundle_id}: {plan.bundle_bytes / mib:.1f} MiB; controller sent "
-                   f"{report.controller_bytes / mib:.1f} MiB"
-                   + (f" (seed {report.seed}, peers fetched from it)" if report.relay_used else "")
-                   + f" in {report.elapsed:.1f}s", err=True)
+        mib = 2**20
+        click.echo(
+            f"bundle {plan.bundle} {plan.bundle_id}: {plan.bundle_bytes / mib:.1f} MiB; controller sent "
+            f"{report.controller_bytes / mib:.1f} MiB"
+            + (f" (seed {report.seed}, peers fetched from it)" if report.relay_used else "")
+            + f" in {report.elapsed:.1f}s",
+            err=True,
+        )
     if not report.ok:
         sys.exit(1)
 
@@ -78,7 +84,13 @@ def rollback(obj, lane, as_json):
         click.echo(json.dumps(docs, indent=2))
     else:
         for name, doc in docs.items():
-            click.echo(f"{name}: " + (f"active {doc['active']} (was {doc['previous']})" if doc.get("ok")
-                                      else f"failed: {doc.get('error')}"))
+            click.echo(
+                f"{name}: "
+                + (
+                    f"active {doc['active']} (was {doc['previous']})"
+                    if doc.get("ok")
+                    else f"failed: {doc.get('error')}"
+                )
+            )
     if not all(d.get("ok") for d in docs.values()):
         sys.exit(1)

@@ -23,8 +23,9 @@ def read_log(path: str) -> str:
         with open(path, "rb") as f:
             return f.read().decode("utf-8", errors="replace")
     except OSError as exc:
-        raise OrchError(f"cannot read log {path}: {exc.strerror or exc}",
-                        hint="give a readable log file, or `-` to read stdin") from None
+        raise OrchError(
+            f"cannot read log {path}: {exc.strerror or exc}", hint="give a readable log file, or `-` to read stdin"
+        ) from None
 
 
 @click.command("diagnose")
@@ -43,8 +44,11 @@ def diagnose(path, as_json, show_all):
     best = diag.winner(findings)
     if as_json:
         doc = {"schema_version": 1, "source_file": path}
-        doc.update(best.to_dict() if best else
-                   {"layer": None, "signature": None, "id": None, "line": None, "remedy": None, "source": None})
+        doc.update(
+            best.to_dict()
+            if best
+            else {"layer": None, "signature": None, "id": None, "line": None, "remedy": None, "source": None}
+        )
         if show_all:
             doc["matches"] = [f.to_dict() for f in findings]
         click.echo(json.dumps(doc, indent=2))

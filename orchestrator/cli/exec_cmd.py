@@ -42,8 +42,11 @@ def exec_(obj, lane, selection, timeout, as_json, argv):
     with obj.transport(workers) as transport:
         results = transport.run(list(argv), timeout=timeout, on_line=None if as_json else stream)
     if as_json:
-        click.echo(json.dumps({"schema_version": 1, "argv": list(argv),
-                               "results": [r.to_dict() for r in results.values()]}, indent=2))
+        click.echo(
+            json.dumps(
+                {"schema_version": 1, "argv": list(argv), "results": [r.to_dict() for r in results.values()]}, indent=2
+            )
+        )
     else:
         print_summary(results)
     if any(r.failed for r in results.values()):

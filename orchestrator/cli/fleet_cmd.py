@@ -45,9 +45,16 @@ def show(obj, as_json):
         table.add_column(col)
     for w in f.workers:
         lane = f.model.lanes.get(w.lane) if w.lane else None
-        table.add_row(w.name, f"{w.host}{':' + str(w.port) if w.port and w.port != 22 else ''}", w.user or "",
-                      w.lane or "-", lane.bundle if lane else "", lane.platform if lane else "",
-                      (lane.runtime or "") if lane else "", (lane.cache or "") if lane else "")
+        table.add_row(
+            w.name,
+            f"{w.host}{':' + str(w.port) if w.port and w.port != 22 else ''}",
+            w.user or "",
+            w.lane or "-",
+            lane.bundle if lane else "",
+            lane.platform if lane else "",
+            (lane.runtime or "") if lane else "",
+            (lane.cache or "") if lane else "",
+        )
     Console().print(table)
 
 
@@ -62,11 +69,17 @@ def schema():
 @fleet.command("import-gcloud")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--slice", "slice_name", metavar="NAME", help="Slice name in fleet.yaml (default: the TPU's name).")
-@click.option("--fleet", "fleet_path", metavar="PATH",
-              help="Fleet file to add the slice to with --write (same as `orch --fleet`; created if missing).")
+@click.option(
+    "--fleet",
+    "fleet_path",
+    metavar="PATH",
+    help="Fleet file to add the slice to with --write (same as `orch --fleet`; created if missing).",
+)
 @click.option("--write", is_flag=True, help="Add the slice to the fleet file and validate it (default: print it).")
 @click.option("--user", metavar="U", help="SSH user for the slice's workers.")
-@click.option("--identity-file", metavar="F", help="Private key for the slice's workers (e.g. ~/.ssh/google_compute_engine).")
+@click.option(
+    "--identity-file", metavar="F", help="Private key for the slice's workers (e.g. ~/.ssh/google_compute_engine)."
+)
 @click.pass_obj
 def import_gcloud(obj, file, slice_name, fleet_path, write, user, identity_file):
     """Turn `gcloud compute tpus tpu-vm describe NAME --format=json` into a slice entry.
@@ -96,6 +109,8 @@ def import_gcloud(obj, file, slice_name, fleet_path, write, user, identity_file)
     target = Path(fleet_path or obj.fleet_path or os.environ.get(FLEET_ENV) or "fleet.yaml")
     result = write_slice(target, imported)
     action = "created" if result.created else "updated"
-    click.echo(f"{result.path}: {action}: slice '{imported.name}' ({imported.accelerator_type}, "
-               f"{len(imported.workers)} worker(s)); validated: {len(result.fleet.model.slices)} slice(s), "
-               f"{len(result.fleet.workers)} worker(s)")
+    click.echo(
+        f"{result.path}: {action}: slice '{imported.name}' ({imported.accelerator_type}, "
+        f"{len(imported.workers)} worker(s)); validated: {len(result.fleet.model.slices)} slice(s), "
+        f"{len(result.fleet.workers)} worker(s)"
+    )

@@ -48,9 +48,11 @@ class _Printer:
 def _render_outcome(outcome, printer: _Printer) -> None:
     o = outcome
     if o.status == "detached":
-        printer.report(f"run {o.run_id} is running detached "
-                       f"(start skew {_ms(o.start_skew)}); follow it with `orch attach {o.run_id}` or "
-                       f"`orch logs {o.run_id} -f`, end it with `orch stop {o.run_id}`")
+        printer.report(
+            f"run {o.run_id} is running detached "
+            f"(start skew {_ms(o.start_skew)}); follow it with `orch attach {o.run_id}` or "
+            f"`orch logs {o.run_id} -f`, end it with `orch stop {o.run_id}`"
+        )
         click.echo(o.run_id)
         return
     timing = []
@@ -80,35 +82,98 @@ def _ms(seconds) -> str:
 
 @click.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lane", required=True, help="The lane whose workers run the gang (one process per worker).")
-@click.option("--workdir", type=click.Path(file_okay=False), help="Sync this local directory to every worker "
-              "(changed files only, verified) and run from there.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    help="Sync this local directory to every worker (changed files only, verified) and run from there.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and touch no worker.")
-@click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON. Otherwise: the outcome as "
-              "JSON on stdout at the end.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="With --dry-run: the plan as JSON. Otherwise: the outcome as JSON on stdout at the end.",
+)
 @click.option("--timeout", type=float, metavar="S", help="End the whole gang after S seconds of running.")
 @click.option("--name", help="A name for the run (prefix of the run id; `orch attach NAME` finds it).")
-@click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
-              help="Extra environment, applied with the lane's policy before any import (repeatable).")
+@click.option(
+    "--env",
+    "env_items",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra environment, applied with the lane's policy before any import (repeatable).",
+)
 @click.option("--detach", is_flag=True, help="Return once every worker started; the run id goes to stdout.")
-@click.option("--reclaim", is_flag=True, help="First end processes of earlier orch runs on these workers "
-              "(TERM, grace, KILL); never anyone else's.")
-@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
-              help="Seconds between TERM and KILL when a gang is torn down.")
-@click.option("--failure-grace", type=float, default=1.0, show_default=True, metavar="S",
-              help="After a worker failed: seconds the survivors get between TERM and KILL.")
-@click.option("--lost-after", type=float, default=30.0, show_default=True, metavar="S",
-              help="A worker silent this long (no output, no heartbeat) counts as lost.")
-@click.option("--start-timeout", type=float, default=300.0, show_default=True, metavar="S",
-              help="Seconds for every worker to become ready (imports done) before the run is abandoned.")
-@click.option("--port", type=int, help="Coordinator port (default: derived from the run id; "
-              "the next port is torch's MASTER_PORT).")
-@click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs to the controller "
-              "at the end (`orch gather RUN` does it later).")
+@click.option(
+    "--reclaim",
+    is_flag=True,
+    help="First end processes of earlier orch runs on these workers (TERM, grace, KILL); never anyone else's.",
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between TERM and KILL when a gang is torn down.",
+)
+@click.option(
+    "--failure-grace",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="S",
+    help="After a worker failed: seconds the survivors get between TERM and KILL.",
+)
+@click.option(
+    "--lost-after",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    help="A worker silent this long (no output, no heartbeat) counts as lost.",
+)
+@click.option(
+    "--start-timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds for every worker to become ready (imports done) before the run is abandoned.",
+)
+@click.option(
+    "--port",
+    type=int,
+    help="Coordinator port (default: derived from the run id; the next port is torch's MASTER_PORT).",
+)
+@click.option(
+    "--no-gather",
+    is_flag=True,
+    help="Do not copy the workers' receipts and logs to the controller at the end (`orch gather RUN` does it later).",
+)
 @click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detach, reclaim, grace, failure_grace,
-           lost_after, start_timeout, port, no_gather, run_id, argv):
+def launch(
+    obj,
+    lane,
+    workdir,
+    dry_run,
+    as_json,
+    timeout,
+    name,
+    env_items,
+    detach,
+    reclaim,
+    grace,
+    failure_grace,
+    lost_after,
+    start_timeout,
+    port,
+    no_gather,
+    run_id,
+    argv,
+):
     """Launch one process per worker of a lane, together, as a gang.
 
     \b
@@ -124,8 +189,17 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
     from orchestrator import runs
 
     fleet = obj.fleet()
-    plan = core.plan_launch(fleet, lane, list(argv), run_id=run_id, name=name, port=port, workdir=workdir,
-                            timeout=timeout, extra_env=_env_pairs(env_items))
+    plan = core.plan_launch(
+        fleet,
+        lane,
+        list(argv),
+        run_id=run_id,
+        name=name,
+        port=port,
+        workdir=workdir,
+        timeout=timeout,
+        extra_env=_env_pairs(env_items),
+    )
     if dry_run:
         if as_json:
             click.echo(json.dumps(plan.to_dict(), indent=2))
@@ -134,16 +208,24 @@ def launch(obj, lane, workdir, dry_run, as_json, timeout, name, env_items, detac
         return
     printer = _Printer(plan.workers, to_stderr=detach)
     record = runs.RunRecord.create(plan, fleet_path=fleet.path)
-    printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} "
-                   f"({plan.num_processes} workers)")
+    printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} ({plan.num_processes} workers)")
     workers = fleet.lane_workers(lane)
     if not detach:
         core.interrupt_on_termination()
     with obj.transport(workers) as transport:
-        outcome = core.execute(plan, transport, reclaim=reclaim, detach=detach,
-                               on_output=None if as_json else printer.output, report=printer.report,
-                               grace=grace, failure_grace=failure_grace, lost_after=lost_after,
-                               start_timeout=start_timeout, record=record)
+        outcome = core.execute(
+            plan,
+            transport,
+            reclaim=reclaim,
+            detach=detach,
+            on_output=None if as_json else printer.output,
+            report=printer.report,
+            grace=grace,
+            failure_grace=failure_grace,
+            lost_after=lost_after,
+            start_timeout=start_timeout,
+            record=record,
+        )
         gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
     if as_json:
         click.echo(json.dumps(outcome.to_dict(), indent=2))
@@ -168,8 +250,7 @@ def _gather_receipts(record, transport, plan) -> list[str]:
         return [f"could not gather the receipts: {exc.__class__.__name__}: {exc} (`orch gather {plan.run_id}`)"]
     warnings = rep.warnings
     if warnings:
-        lines.append(f"report: {len(warnings)} flag{'s' if len(warnings) != 1 else ''} "
-                     f"(`orch report {plan.run_id}`)")
+        lines.append(f"report: {len(warnings)} flag{'s' if len(warnings) != 1 else ''} (`orch report {plan.run_id}`)")
         lines += [f"  ! [{f.kind}] {f.message}" for f in warnings[:5]]
     return lines
 
@@ -204,8 +285,10 @@ def runs_(as_json):
     for r in items:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("created_at") or 0))
         outcome = (r.get("outcome") or {}).get("message") or ""
-        click.echo(f"{r['run_id']:<40} {r.get('state', '?'):<12} {r.get('lane', '?'):<10} "
-                   f"{len(r.get('workers') or [])}w  {when}  {outcome}")
+        click.echo(
+            f"{r['run_id']:<40} {r.get('state', '?'):<12} {r.get('lane', '?'):<10} "
+            f"{len(r.get('workers') or [])}w  {when}  {outcome}"
+        )
 
 
 @click.command("status")
@@ -229,8 +312,9 @@ def status(obj, run, as_json):
         ex = w.get("exit") or {}
         detail = ex.get("reason") if ex else (f"pid {w.get('pid')}" if w.get("pid") else w.get("error", ""))
         procs = len(w.get("processes") or [])
-        click.echo(f"  {name:<{width}}  {w.get('state', '?'):<10} {detail}" + (f"  ({procs} live processes)"
-                                                                               if procs else ""))
+        click.echo(
+            f"  {name:<{width}}  {w.get('state', '?'):<10} {detail}" + (f"  ({procs} live processes)" if procs else "")
+        )
     if doc["state"] not in ("running", "succeeded"):
         sys.exit(1)
 
@@ -264,12 +348,30 @@ def logs(obj, run, worker_sel, follow, tail):
 
 @click.command("attach")
 @click.argument("run")
-@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
-              help="Seconds between TERM and KILL when the gang is torn down.")
-@click.option("--failure-grace", type=float, default=1.0, show_default=True, metavar="S",
-              help="After a worker failed: seconds the survivors get between TERM and KILL.")
-@click.option("--lost-after", type=float, default=30.0, show_default=True, metavar="S",
-              help="A worker silent this long counts as lost.")
+@click.option(
+    "--grace",
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between TERM and KILL when the gang is torn down.",
+)
+@click.option(
+    "--failure-grace",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="S",
+    help="After a worker failed: seconds the survivors get between TERM and KILL.",
+)
+@click.option(
+    "--lost-after",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    help="A worker silent this long counts as lost.",
+)
 @click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs at the end.")
 @click.pass_obj
 def attach(obj, run, grace, failure_grace, lost_after, no_gather):
@@ -287,8 +389,15 @@ def attach(obj, run, grace, failure_grace, lost_after, no_gather):
 
     interrupt_on_termination()
     with obj.transport(_workers_of(fleet, plan)) as transport:
-        outcome = runs.attach(record, transport, on_output=printer.output, report=printer.report, grace=grace,
-                              failure_grace=failure_grace, lost_after=lost_after)
+        outcome = runs.attach(
+            record,
+            transport,
+            on_output=printer.output,
+            report=printer.report,
+            grace=grace,
+            failure_grace=failure_grace,
+            lost_after=lost_after,
+        )
         gathered = None if no_gather else _gather_receipts(record, transport, outcome.plan)
     _render_outcome(outcome, printer)
     for line in gathered or []:
@@ -299,8 +408,7 @@ def attach(obj, run, grace, failure_grace, lost_after, no_gather):
 
 @click.command("stop")
 @click.argument("run")
-@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S",
-              help="Seconds between TERM and KILL.")
+@click.option("--grace", type=float, default=5.0, show_default=True, metavar="S", help="Seconds between TERM and KILL.")
 @click.pass_obj
 def stop(obj, run, grace):
     """End every process of a run on every worker (TERM, grace, KILL)."""
@@ -312,8 +420,11 @@ def stop(obj, run, grace):
         result = runs.stop(record, transport, grace=grace)
     bad = {w: r for w, r in result["workers"].items() if r.get("left") or r.get("error")}
     ended = sum(len(r.get("term") or []) for r in result["workers"].values())
-    click.echo(f"orch: run {plan.run_id}: ended {ended} process(es) on {len(result['workers'])} workers "
-               f"in {result['elapsed']:.2f}s", err=True)
+    click.echo(
+        f"orch: run {plan.run_id}: ended {ended} process(es) on {len(result['workers'])} workers "
+        f"in {result['elapsed']:.2f}s",
+        err=True,
+    )
     for w, r in bad.items():
         click.echo(f"  FAILED {w}: {r.get('error') or 'still alive: ' + str(r.get('left'))}", err=True)
     if bad:

@@ -37,9 +37,14 @@ def command_shapes(main: click.Group) -> dict:
                 if p.multiple:
                     multiple.add(key)
         names = {p.name for p in cmd.params}
-        shapes[path] = CommandShape(options=options, flags=frozenset(flags), multiple=frozenset(multiple),
-                                    positionals=tuple(positionals), has_json="as_json" in names,
-                                    has_lane="lane" in options)
+        shapes[path] = CommandShape(
+            options=options,
+            flags=frozenset(flags),
+            multiple=frozenset(multiple),
+            positionals=tuple(positionals),
+            has_json="as_json" in names,
+            has_lane="lane" in options,
+        )
 
     for name in main.list_commands(ctx):
         if name in ("play", "sandbox", "attach", "logs"):
@@ -94,14 +99,18 @@ def play(ctx, playbook, lane, start, as_json):
 
     if not as_json:
         click.echo(f"playbook {book.name}: {len(book.steps)} steps on lane {lane or book.lane}", err=True)
-    ladder = core.run_playbook(book, shapes, orch=orch, lane=lane, start=start, runs_dir=runs_root(),
-                               on_line=on_line, on_rung=on_rung)
+    ladder = core.run_playbook(
+        book, shapes, orch=orch, lane=lane, start=start, runs_dir=runs_root(), on_line=on_line, on_rung=on_rung
+    )
     if as_json:
         click.echo(json.dumps(ladder.to_dict(), indent=2))
     else:
         stop = ladder.stopped_at
-        click.echo(("ladder passed" if ladder.ok else f"ladder stopped at {stop.name}: layer {stop.layer}")
-                   + f" ({ladder.elapsed:.1f}s); record: {ladder.record_path}", err=True)
+        click.echo(
+            ("ladder passed" if ladder.ok else f"ladder stopped at {stop.name}: layer {stop.layer}")
+            + f" ({ladder.elapsed:.1f}s); record: {ladder.record_path}",
+            err=True,
+        )
         for r in ladder.rungs:
             if r.run_id:
                 click.echo(f"  {r.name}: run {r.run_id}", err=True)

@@ -20,9 +20,13 @@ VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 @click.option("--workers", "selection", metavar="SEL", help="Names, globs or index ranges, comma-separated.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every worker's checks.")
 @click.option("--shallow", is_flag=True, help="Skip the runtime check (no frontend is imported).")
-@click.option("--timeout", type=float, metavar="S",
-              help="Seconds each worker's probe may take (default 90, shallow 30); a worker that does not "
-                   "answer in time is reported as transport.")
+@click.option(
+    "--timeout",
+    type=float,
+    metavar="S",
+    help="Seconds each worker's probe may take (default 90, shallow 30); a worker that does not "
+    "answer in time is reported as transport.",
+)
 @click.option("--plan", "show_plan", is_flag=True, help="Print the requests that would be sent, contact nothing.")
 @click.pass_obj
 def probe(obj, lane, selection, as_json, shallow, timeout, show_plan):
@@ -62,18 +66,30 @@ def render(report) -> None:
     from rich.text import Text
 
     console = Console(soft_wrap=False)
-    table = Table(title=f"orch probe ({'deep' if report.deep else 'shallow'}, {report.elapsed:.1f}s)",
-                  show_lines=False)
-    for col, kw in (("worker", {"no_wrap": True}), ("lane", {}), ("bundle", {}), ("answered", {}),
-                    ("verdict", {}), ("layer", {}), ("evidence", {"overflow": "fold"})):
+    table = Table(title=f"orch probe ({'deep' if report.deep else 'shallow'}, {report.elapsed:.1f}s)", show_lines=False)
+    for col, kw in (
+        ("worker", {"no_wrap": True}),
+        ("lane", {}),
+        ("bundle", {}),
+        ("answered", {}),
+        ("verdict", {}),
+        ("layer", {}),
+        ("evidence", {"overflow": "fold"}),
+    ):
         table.add_column(col, **kw)
     for r in report.rows:
         answered = r.answered or "-"
         if r.platform and r.answered and r.platform.lower() not in r.answered.lower():
             answered = f"{r.answered} (want {r.platform})"
-        table.add_row(r.worker, r.lane or "-", r.bundle_id or "-", answered,
-                      Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")), r.layer or "",
-                      Text(r.evidence[:400]))
+        table.add_row(
+            r.worker,
+            r.lane or "-",
+            r.bundle_id or "-",
+            answered,
+            Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")),
+            r.layer or "",
+            Text(r.evidence[:400]),
+        )
     console.print(table)
     s = report.summary()
     line = f"{s['ok']} ok, {s['warn']} warn, {s['fail']} fail of {s['workers']} worker(s)"

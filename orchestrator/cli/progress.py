@@ -17,8 +17,11 @@ class WorkerBoard:
         self.title = title
         self.lock = threading.Lock()
         self.console = Console(stderr=True)
-        self.live = Live(self._table(), console=self.console, refresh_per_second=8,
-                         transient=False) if self.console.is_terminal else None
+        self.live = (
+            Live(self._table(), console=self.console, refresh_per_second=8, transient=False)
+            if self.console.is_terminal
+            else None
+        )
 
     def _table(self) -> Table:
         table = Table(title=self.title, show_edge=False)
@@ -35,7 +38,7 @@ class WorkerBoard:
             if self.live:
                 self.live.update(self._table())
 
-    def __enter__(self) -> "WorkerBoard":
+    def __enter__(self) -> WorkerBoard:
         if self.live:
             self.live.__enter__()
         return self

@@ -31,9 +31,11 @@ def gather_lines(result) -> list[str]:
     copied = sum(len(w.copied) for w in result.workers.values())
     same = sum(len(w.up_to_date) for w in result.workers.values())
     nbytes = sum(w.bytes_copied for w in result.workers.values())
-    lines = [f"gathered receipts and logs of {len(done)}/{len(result.workers)} workers into {result.dir}/ "
-             f"({copied} files copied, {nbytes / 1024:.1f} KiB; {same} already up to date; "
-             f"{result.elapsed:.2f}s)"]
+    lines = [
+        f"gathered receipts and logs of {len(done)}/{len(result.workers)} workers into {result.dir}/ "
+        f"({copied} files copied, {nbytes / 1024:.1f} KiB; {same} already up to date; "
+        f"{result.elapsed:.2f}s)"
+    ]
     for w in result.workers.values():
         if w.status == "missing":
             lines.append(f"  missing {w.worker}: {w.error}")
@@ -44,8 +46,10 @@ def gather_lines(result) -> list[str]:
         elif w.note:
             lines.append(f"  note    {w.worker}: {w.note}")
     if not result.complete:
-        lines.append(f"  run `orch gather {result.run_id}` again to fetch what is missing "
-                     "(files already copied are not fetched twice)")
+        lines.append(
+            f"  run `orch gather {result.run_id}` again to fetch what is missing "
+            "(files already copied are not fetched twice)"
+        )
     return lines
 
 
@@ -89,22 +93,49 @@ def render_report(r) -> str:
     """The report as text."""
     from orchestrator.receipts import STACK_KEYS
 
-    lines = [f"run {r.run_id}: lane {r.lane}, bundle {r.bundle_label}, platform {r.platform}, "
-             f"state {r.state}, {len(r.rows)} processes",
-             f"program {' '.join(r.target)}", ""]
-    header = ("worker", "proc", "bundle", "device", "backend", "compile s", "step s", "steps", "user s", "cache",
-              "exit")
+    lines = [
+        f"run {r.run_id}: lane {r.lane}, bundle {r.bundle_label}, platform {r.platform}, "
+        f"state {r.state}, {len(r.rows)} processes",
+        f"program {' '.join(r.target)}",
+        "",
+    ]
+    header = (
+        "worker",
+        "proc",
+        "bundle",
+        "device",
+        "backend",
+        "compile s",
+        "step s",
+        "steps",
+        "user s",
+        "cache",
+        "exit",
+    )
     table = [header]
     for x in r.rows:
-        table.append((x.worker, str(x.process_id), f"{x.bundle or '-'}@{(x.bundle_id or '?')[:8]}"
-                      if x.has_receipt else "-", x.device_text(), x.backend_text(), _num(x.compile_s),
-                      _num(x.step_s), str(x.steps), _num(x.user_code_s), x.cache_text(), x.exit_text()))
+        table.append(
+            (
+                x.worker,
+                str(x.process_id),
+                f"{x.bundle or '-'}@{(x.bundle_id or '?')[:8]}" if x.has_receipt else "-",
+                x.device_text(),
+                x.backend_text(),
+                _num(x.compile_s),
+                _num(x.step_s),
+                str(x.steps),
+                _num(x.user_code_s),
+                x.cache_text(),
+                x.exit_text(),
+            )
+        )
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     have = [x for x in r.rows if x.has_receipt]
-    keys = [k for k in STACK_KEYS if any(x.versions.get(k) for x in have)] + \
-        sorted({k for x in have for k in x.versions} - set(STACK_KEYS))
+    keys = [k for k in STACK_KEYS if any(x.versions.get(k) for x in have)] + sorted(
+        {k for x in have for k in x.versions} - set(STACK_KEYS)
+    )
     if have:
         lines += ["", "versions (installed; reported by the runtime where it says otherwise or more):"]
         extra = sorted({k for x in have for k in x.versions_reported if k not in keys})
@@ -112,8 +143,11 @@ def render_report(r) -> str:
         for k in keys:
             vals = {x.worker: x.versions.get(k) for x in have}
             reported = {x.versions_reported.get(k) for x in have} - {None} - set(vals.values())
-            text = vals[have[0].worker] if len(set(vals.values())) == 1 else \
-                "; ".join(f"{w}: {v}" for w, v in vals.items())
+            text = (
+                vals[have[0].worker]
+                if len(set(vals.values())) == 1
+                else "; ".join(f"{w}: {v}" for w, v in vals.items())
+            )
             lines.append(f"  {k:<{kw}}  {text}" + (f"  (reported {', '.join(sorted(reported))})" if reported else ""))
         for k in extra:
             vals = {x.versions_reported.get(k) for x in have}
@@ -124,14 +158,21 @@ def render_report(r) -> str:
             for m in metrics:
                 entries = {x.worker: x.metrics[m] for x in have if m in x.metrics}
                 first = next(iter(entries.values()))
-                hows = sorted({(f"reduced by {e['reduced_by']}" + (f" over {e['over']} processes"
-                                                                   if e.get("over") else ""))
-                               if e.get("reduced_by") else "NOT REDUCED" for e in entries.values()})
+                hows = sorted(
+                    {
+                        (f"reduced by {e['reduced_by']}" + (f" over {e['over']} processes" if e.get("over") else ""))
+                        if e.get("reduced_by")
+                        else "NOT REDUCED"
+                        for e in entries.values()
+                    }
+                )
                 scopes = sorted({str(e.get("scope")) for e in entries.values()})
                 values = sorted({_num(e.get("value"), 8) for e in entries.values()})
-                lines.append(f"  {m}: {'/'.join(scopes)}, {' / '.join(hows)}; value {' / '.join(values)}"
-                             + (f" (step {first['step']})" if first.get("step") is not None else "")
-                             + f" on {len(entries)} worker{'s' if len(entries) != 1 else ''}")
+                lines.append(
+                    f"  {m}: {'/'.join(scopes)}, {' / '.join(hows)}; value {' / '.join(values)}"
+                    + (f" (step {first['step']})" if first.get("step") is not None else "")
+                    + f" on {len(entries)} worker{'s' if len(entries) != 1 else ''}"
+                )
         orders = {" -> ".join(x.startup) for x in have}
         lines += ["", "start-up order: " + " | ".join(sorted(orders))]
     lines += [""]
@@ -147,8 +188,13 @@ def render_report(r) -> str:
 @click.command("report")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Also write a static HTML page with a plot of per-worker compile and step times.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also write a static HTML page with a plot of per-worker compile and step times.",
+)
 def report_(run, as_json, html_file):
     """One view of RUN from its receipts: per worker versions, bundle, device, backend, timings, exit; flags.
 
@@ -179,8 +225,11 @@ def render_comparison(c) -> str:
     width = max(len(la), len(lb)) + 4
     lines = [f"A  {c.a.run_id}  [{la}]", f"B  {c.b.run_id}  [{lb}]", ""]
     if c.cross_lane or c.differences:
-        lines.append("stack differences (A vs B)" + (": these runs come from different lanes or bundles"
-                                                        if c.cross_lane else "") + ":")
+        lines.append(
+            "stack differences (A vs B)"
+            + (": these runs come from different lanes or bundles" if c.cross_lane else "")
+            + ":"
+        )
         item_w = max((len(d.item) for d in c.differences), default=0)
         for d in c.differences:
             lines.append(f"  {d.item:<{item_w}}  A {d.a}")
@@ -199,8 +248,11 @@ def render_comparison(c) -> str:
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--allow-cross-lane", is_flag=True, help="Compare runs from different lanes or bundles "
-              "(the stack differences are printed first).")
+@click.option(
+    "--allow-cross-lane",
+    is_flag=True,
+    help="Compare runs from different lanes or bundles (the stack differences are printed first).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def compare_(run_a, run_b, allow_cross_lane, as_json):
     """Two runs side by side, every figure labelled with its lane and bundle.
@@ -217,8 +269,9 @@ def compare_(run_a, run_b, allow_cross_lane, as_json):
         click.echo(json.dumps(c.to_dict(), indent=2))
     if c.refused:
         click.echo(f"orch: refusing to compare: {c.refused}", err=True)
-        click.echo("  hint: pass --allow-cross-lane to compare them anyway (the stack differences come first)",
-                   err=True)
+        click.echo(
+            "  hint: pass --allow-cross-lane to compare them anyway (the stack differences come first)", err=True
+        )
         sys.exit(1)
     if not as_json:
         click.echo(render_comparison(c), nl=False)

@@ -9,8 +9,12 @@ import click
 from orchestrator import sandbox
 
 DIR_OPTION = click.option(
-    "--dir", "dir_", metavar="DIR", default=None,
-    help=f"Sandbox directory (default: ${sandbox.DIR_ENV}, then {sandbox.DEFAULT_DIR}).")
+    "--dir",
+    "dir_",
+    metavar="DIR",
+    default=None,
+    help=f"Sandbox directory (default: ${sandbox.DIR_ENV}, then {sandbox.DEFAULT_DIR}).",
+)
 
 
 def register(main: click.Group) -> None:
@@ -23,16 +27,32 @@ def sandbox_group():
 
 
 @sandbox_group.command()
-@click.option("--workers", type=click.IntRange(1, sandbox.MAX_WORKERS), required=True, metavar="N",
-              help="Number of workers.")
+@click.option(
+    "--workers", type=click.IntRange(1, sandbox.MAX_WORKERS), required=True, metavar="N", help="Number of workers."
+)
 @DIR_OPTION
-@click.option("--lane", "lanes", multiple=True, metavar="NAME:COUNT:PLATFORM:BUNDLE",
-              help="Split the workers, in order, into lanes (repeat; counts add up to N). "
-                   "Default: one lane cpu:N:cpu:jax-cpu.")
-@click.option("--base-address", default=sandbox.DEFAULT_BASE_ADDRESS, show_default=True, metavar="A",
-              help="Loopback address of worker 0; worker i gets A+i.")
-@click.option("--timeout", type=float, default=sandbox.READY_TIMEOUT, show_default=True, metavar="S",
-              help="Seconds to wait for every sshd to answer.")
+@click.option(
+    "--lane",
+    "lanes",
+    multiple=True,
+    metavar="NAME:COUNT:PLATFORM:BUNDLE",
+    help="Split the workers, in order, into lanes (repeat; counts add up to N). Default: one lane cpu:N:cpu:jax-cpu.",
+)
+@click.option(
+    "--base-address",
+    default=sandbox.DEFAULT_BASE_ADDRESS,
+    show_default=True,
+    metavar="A",
+    help="Loopback address of worker 0; worker i gets A+i.",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=sandbox.READY_TIMEOUT,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for every sshd to answer.",
+)
 def up(workers, dir_, lanes, base_address, timeout):
     """Start the workers and write DIR/fleet.yaml."""
     state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout)
@@ -57,8 +77,10 @@ def down(dir_):
     if not result.stopped and not result.killed and not result.removed:
         click.echo(f"no sandbox in {result.dir}; nothing to do")
         return
-    click.echo(f"sandbox down in {result.dir}: stopped {len(result.stopped)} worker(s) "
-               f"({result.killed} process(es)), removed {len(result.removed)} path(s)")
+    click.echo(
+        f"sandbox down in {result.dir}: stopped {len(result.stopped)} worker(s) "
+        f"({result.killed} process(es)), removed {len(result.removed)} path(s)"
+    )
 
 
 @sandbox_group.command()
@@ -81,8 +103,14 @@ def status(dir_, as_json):
     for col in ("worker", "address", "hostname", "sshd pid", "processes", "state"):
         table.add_column(col)
     for w in st.workers:
-        table.add_row(w.name, f"{w.address}:{w.port}", w.hostname, str(w.pid), str(w.processes),
-                      f"[{colors[w.state]}]{w.state}[/]")
+        table.add_row(
+            w.name,
+            f"{w.address}:{w.port}",
+            w.hostname,
+            str(w.pid),
+            str(w.processes),
+            f"[{colors[w.state]}]{w.state}[/]",
+        )
     Console().print(table)
 
 
@@ -97,8 +125,13 @@ def _fault_command(name: str, verb, past: str, doc: str):
     return command
 
 
-_fault_command("pause", sandbox.pause, "paused",
-               "SIGSTOP a worker's sshd and everything on it: a hung host. W is a name (slice-w2) or index.")
+_fault_command(
+    "pause",
+    sandbox.pause,
+    "paused",
+    "SIGSTOP a worker's sshd and everything on it: a hung host. W is a name (slice-w2) or index.",
+)
 _fault_command("resume", sandbox.resume, "resumed", "SIGCONT a paused worker. W is a name or index.")
-_fault_command("kill", sandbox.kill, "killed",
-               "SIGKILL a worker's sshd and everything on it: a dead host. W is a name or index.")
+_fault_command(
+    "kill", sandbox.kill, "killed", "SIGKILL a worker's sshd and everything on it: a dead host. W is a name or index."
+)
