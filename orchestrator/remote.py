@@ -15,12 +15,15 @@ import tarfile
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import WorkerRef
-from orchestrator.transport import Result, Transport
+from orchestrator.transport import LineCallback, Result, Transport
 
 HOSTSIDE_DIR = Path(__file__).resolve().parent.parent / "hostside"
+# The transport memo entry naming the workers known to hold this controller's hostside.
+HOSTSIDE_READY = "hostside-ready"
 
 # Unpacks an uploaded tarball into its final directory atomically; data
 # arrives as arguments, never spliced into code.
@@ -71,7 +74,7 @@ def ensure_hostside(transport: Transport, worker: WorkerRef, timeout: float | No
 
     `timeout` caps each step, so a caller with a deadline of its own (a probe) is not outlived.
     """
-    ready = transport.memo.setdefault("hostside-ready", set())
+    ready: set[str] = transport.memo.setdefault(HOSTSIDE_READY, set())
     if worker.name in ready:
         return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
 
@@ -108,7 +111,7 @@ def run_hostside(
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
     stdin: str | None = None,
-    on_line=None,
+    on_line: LineCallback | None = None,
 ) -> Result:
     """Run `python -m hostside.<job> ARGS` on one worker (shipping hostside first if needed)."""
     ready = ensure_hostside(transport, worker)
@@ -125,7 +128,7 @@ def run_hostside(
     )
 
 
-def job_document(result: Result) -> dict:
+def job_document(result: Result) -> dict[str, Any]:
     """The JSON document a hostside job printed, or an OrchError saying what came back instead."""
     text = result.stdout.strip()
     if not text:

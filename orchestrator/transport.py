@@ -1,12 +1,16 @@
-"""Fan-out over SSH (Fabric/paramiko): run, put, get, close.
+"""The transport seam: run, put, get, close and fan-out, over SSH (Fabric/paramiko).
 
-Every call returns one frozen `Result` per worker and never stops at the
-first failure. Host keys are checked strictly by default: Fabric's own
-default is paramiko's AutoAddPolicy with no known_hosts loaded, so we
-replace the policy and load the right known_hosts on every connection,
-including every ProxyJump hop (Fabric would build those itself, unchecked).
-Remote commands are argument lists, turned into a command line in exactly
-one place (`command_line`).
+`Transport` is the protocol orch's logic talks to workers through;
+`FabricTransport` is the real implementation (tests of logic use a scripted
+fake, tests of capabilities use real sshd on the local slice). Every call
+returns one frozen `Result` per worker and never stops at the first failure.
+
+Host keys are checked strictly by default: Fabric's own default is
+paramiko's AutoAddPolicy with no known_hosts loaded, so we replace the
+policy and load the right known_hosts on every connection, including every
+ProxyJump hop (Fabric would build those itself, unchecked). Remote commands
+are argument lists, turned into a command line in exactly one place
+(`command_line`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import secrets
 import shlex
 import threading
 import time
@@ -21,9 +26,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, Protocol, Self
 
 from orchestrator.errors import HostKeyError, OrchError
-from orchestrator.fleet import SshSettings, WorkerRef
+from orchestrator.fleet import Fleet, SshSettings, WorkerRef
 
 TAIL_LINES = 20
 # paramiko logs connection failures itself (e.g. "Exception (client): Error
@@ -45,6 +51,20 @@ KEEPALIVE_INTERVAL = 15
 # ack, stat, close) in well under a second, so this long without a byte
 # means the worker is hung (SIGSTOPped, stalled kernel, dead link).
 TRANSFER_IDLE_TIMEOUT = 30.0
+# The remote `timeout` sends KILL this long after TERM to a command that ignores TERM.
+KILL_AFTER = 3
+# A command run with `end_on_timeout` carries `ORCH_TASK=<token>` in its
+# `timeout` wrapper's arguments, so the controller can find it again on the
+# worker and end its process group and session when the client gave up first.
+TASK_TAG = "ORCH_TASK"
+# Seconds the controller spends ending such a command (TERM, KILL, confirm)
+# before it reports the command as still being ended.
+ENDING_TIMEOUT = 5.0
+
+# Where a copy reads from: a local path or an open binary file object.
+LocalSource = str | os.PathLike[str] | IO[bytes]
+LocalPath = str | os.PathLike[str]
+LineCallback = Callable[[str, str, str], None]  # (host, "stdout"|"stderr", line)
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,7 @@ class Result:
         last = self.tail("stderr", 1) or self.tail("stdout", 1)
         return f"exit {self.exit_code}" + (f": {last}" if last else "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "host": self.host,
             "argv": list(self.argv),
@@ -108,10 +128,87 @@ def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> s
     return shlex.join(argv)
 
 
+class Transport(Protocol):
+    """How orch's logic talks to workers: run, put, get, close, and fan-out over them.
+
+    Every method returns a `Result` per worker (a fan-out: a dict in the order
+    asked, one entry per worker) and never raises for one worker's failure.
+    `FabricTransport` is the real one; `tests/fakes.py` holds a scripted fake.
+    """
+
+    @property
+    def workers(self) -> Mapping[str, WorkerRef]:
+        """The workers this transport reaches, by name, in fleet order."""
+        ...
+
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Per-transport caches of callers (e.g. which workers already have hostside)."""
+        ...
+
+    def run_one(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> Result:
+        """Run one command (an argument list) on one worker."""
+        ...
+
+    def run(
+        self,
+        argv: Sequence[str],
+        hosts: Iterable[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> dict[str, Result]:
+        """Run the same command on many workers (default: all) in parallel."""
+        ...
+
+    def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
+        """Copy a local file (or binary file object) to `remote` on one worker."""
+        ...
+
+    def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Copy one local file (or binary file object) to `remote` on many workers."""
+        ...
+
+    def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
+        """Copy `remote` from one worker to a local path."""
+        ...
+
+    def get(
+        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
+    ) -> dict[str, Result]:
+        """Copy `remote` from many workers, each to the local path `local_for(worker)`."""
+        ...
+
+    def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Apply `fn` to each worker in parallel; an exception in `fn` becomes that worker's failed Result."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
 class _LineWriter(io.TextIOBase):
     """A stream that hands complete lines to a callback (for prefixed streaming)."""
 
-    def __init__(self, callback: Callable[[str], None]):
+    def __init__(self, callback: Callable[[str], None]) -> None:
         self._callback = callback
         self._buf = ""
 
@@ -128,7 +225,7 @@ class _LineWriter(io.TextIOBase):
             self._buf = ""
 
 
-def _remote_runner_class():
+def _remote_runner_class() -> type:
     """Fabric's remote runner, reading stdin in whole chunks.
 
     invoke reads a non-tty stdin one byte per loop iteration with a 10 ms
@@ -137,8 +234,8 @@ def _remote_runner_class():
     """
     from fabric.runners import Remote
 
-    class ChunkedStdinRemote(Remote):
-        def read_our_stdin(self, input_):
+    class ChunkedStdinRemote(Remote):  # type: ignore[misc]  # fabric has no type hints
+        def read_our_stdin(self, input_: IO[str]) -> str:
             return input_.read(1 << 16)
 
     return ChunkedStdinRemote
@@ -147,12 +244,12 @@ def _remote_runner_class():
 class _HostKeyPolicy:
     """Refuse unknown keys (strict) or record them (accept-new); never auto-add silently."""
 
-    def __init__(self, transport: Transport, worker: WorkerRef, role: str = ""):
+    def __init__(self, transport: FabricTransport, worker: WorkerRef, role: str = "") -> None:
         self.transport = transport
         self.worker = worker
         self.role = role  # "jump host " for a ProxyJump hop on the way to `worker`
 
-    def missing_host_key(self, client, hostname, key) -> None:  # paramiko's policy interface
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:  # paramiko's policy interface
         t = self.transport
         fingerprint = key.fingerprint
         if t.host_key_policy == "accept-new" and t.known_hosts_path is not None:
@@ -178,8 +275,8 @@ def _keyscan_fix(known_name: str, known_hosts: str) -> str:
     return f"ssh-keyscan -p {port} {shlex.quote(host)} >> {shlex.quote(known_hosts)}"
 
 
-class Transport:
-    """Parallel SSH to a set of workers, one reused connection per worker."""
+class FabricTransport:
+    """The real `Transport`: parallel SSH to a set of workers, one reused connection per worker."""
 
     def __init__(
         self,
@@ -193,8 +290,8 @@ class Transport:
         command_timeout: float | None = None,
         max_parallel: int | None = None,
         transfer_timeout: float | None = None,
-    ):
-        settings = settings or SshSettings()
+    ) -> None:
+        settings = settings or SshSettings.model_validate({})
         self.workers = {w.name: w for w in workers}
         self.base_dir = base_dir or Path.cwd()
         self.connect_timeout = connect_timeout or settings.connect_timeout
@@ -208,21 +305,21 @@ class Transport:
             if not known_hosts.is_absolute():
                 known_hosts = self.base_dir / known_hosts
         self.known_hosts_path = known_hosts or Path(os.path.expanduser("~/.ssh/known_hosts"))
-        self.ssh_config_path = None
+        self.ssh_config_path: str | None = None
         if settings.config_file:
             path = Path(os.path.expanduser(settings.config_file))
             self.ssh_config_path = str(path if path.is_absolute() else self.base_dir / path)
         self.known_hosts_display = str(self.known_hosts_path)
         self.accepted_keys: list[tuple[str, str, str]] = []
-        self.memo: dict = {}  # per-command caches of callers (e.g. which workers have hostside)
+        self.memo: dict[str, Any] = {}  # per-command caches of callers (e.g. which workers have hostside)
         self._known_hosts_lock = threading.Lock()
-        self._connections: dict[str, object] = {}
+        self._connections: dict[str, Any] = {}
         self._conn_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="orch-ssh")
 
     # -- connections -------------------------------------------------------
 
-    def _connection(self, name: str):
+    def _connection(self, name: str) -> Any:
         with self._conn_lock:
             conn = self._connections.get(name)
         if conn is not None and conn.is_connected:
@@ -239,7 +336,7 @@ class Transport:
             self._connections[name] = conn
         return conn
 
-    def _build_connection(self, name: str):
+    def _build_connection(self, name: str) -> Any:
         """An unopened Fabric connection to a worker, with its gateway chain, every hop checked."""
         from fabric import Config
 
@@ -262,17 +359,17 @@ class Transport:
         self,
         host: str,
         w: WorkerRef,
-        config,
+        config: Any,
         *,
         user: str | None = None,
         port: int | None = None,
         key_file: str | None = None,
         role: str = "",
-    ):
+    ) -> Any:
         """A Connection with our host-key policy, known_hosts and timeouts (no gateway yet)."""
         from fabric import Connection
 
-        connect_kwargs = {
+        connect_kwargs: dict[str, Any] = {
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
             "channel_timeout": self.connect_timeout,
@@ -296,7 +393,7 @@ class Transport:
             conn.client._host_keys_filename = None  # never let paramiko rewrite the file
         return conn
 
-    def _gateway(self, conn, w: WorkerRef, config, via: tuple[str, ...]):
+    def _gateway(self, conn: Any, w: WorkerRef, config: Any, via: tuple[str, ...]) -> Any:
         """How `conn` is reached: False (directly), a ProxyCommand string, or a checked hop Connection.
 
         ProxyJump hops are connected in the order given (the first directly, or
@@ -338,10 +435,10 @@ class Transport:
             self._drop(name)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> Transport:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- fan-out -----------------------------------------------------------
@@ -352,7 +449,7 @@ class Transport:
         futures = {n: self._pool.submit(self._guard, fn, self.workers[n]) for n in names}
         return {n: futures[n].result() for n in names}
 
-    def _guard(self, fn, worker: WorkerRef) -> Result:
+    def _guard(self, fn: Callable[[WorkerRef], Result], worker: WorkerRef) -> Result:
         start = time.monotonic()
         try:
             return fn(worker)
@@ -376,18 +473,30 @@ class Transport:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         stdin: str | None = None,
-        on_line: Callable[[str, str, str], None] | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
     ) -> Result:
-        """Run one command on one worker. `on_line(host, stream, line)` streams output."""
+        """Run one command on one worker. `on_line(host, stream, line)` streams output.
+
+        With `end_on_timeout`, a command that outlives its timeout is reported
+        only once it is ended on the worker (its process group and ssh session
+        are sent TERM, then KILL, and found gone), or the error says it is
+        still being ended (the worker did not answer in time to confirm).
+        """
         from invoke.exceptions import CommandTimedOut
 
         timeout = self.command_timeout if timeout is None else timeout
-        line = command_line(["timeout", "-k", "3", f"{timeout:g}", *argv], env)
+        wrapper = ["timeout", "-k", str(KILL_AFTER), f"{timeout:g}"]
+        tag = secrets.token_hex(8) if end_on_timeout else None
+        if tag is not None:
+            wrapper += ["env", f"{TASK_TAG}={tag}"]
+        line = command_line([*wrapper, *argv], env)
         start = time.monotonic()
-        writers = {}
+        writers: dict[str, _LineWriter] = {}
+        conn = None
         try:
             conn = self._connection(name)
-            kwargs = dict(
+            kwargs: dict[str, Any] = dict(
                 hide=True,
                 warn=True,
                 pty=False,
@@ -395,10 +504,17 @@ class Transport:
                 in_stream=io.StringIO(stdin) if stdin is not None else False,
             )
             if on_line:
-                writers = {s: _LineWriter(lambda text, s=s: on_line(name, s, text)) for s in ("stdout", "stderr")}
+                callback = on_line
+                writers = {
+                    s: _LineWriter(lambda text, s=s: callback(name, s, text))  # type: ignore[misc]
+                    for s in ("stdout", "stderr")
+                }
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
             res = conn.run(line, **kwargs)
         except CommandTimedOut as exc:
+            # The client gave up first (the remote `timeout` may not have acted
+            # yet, e.g. the command started late on a loaded worker).
+            ending = self._end_task(conn, tag) if tag is not None else ""
             self._drop(name)
             return Result(
                 host=name,
@@ -407,7 +523,7 @@ class Transport:
                 stdout=exc.result.stdout,
                 stderr=exc.result.stderr,
                 elapsed=time.monotonic() - start,
-                error=f"timed out after {timeout:g}s",
+                error=f"timed out after {timeout:g}s{ending}",
                 error_kind="timeout",
             )
         except Exception as exc:
@@ -417,6 +533,7 @@ class Transport:
                 w.flush_rest()
         elapsed = time.monotonic() - start
         if res.exited == 124 and elapsed + TIMEOUT_SLACK >= timeout:
+            # `timeout` signalled the command's process group and waited for the command itself.
             return Result(
                 host=name,
                 argv=tuple(argv),
@@ -424,35 +541,84 @@ class Transport:
                 stdout=res.stdout,
                 stderr=res.stderr,
                 elapsed=elapsed,
-                error=f"timed out after {timeout:g}s",
+                error=f"timed out after {timeout:g}s" + ("; ended on the worker" if tag is not None else ""),
                 error_kind="timeout",
             )
         return Result(
             host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout, stderr=res.stderr, elapsed=elapsed
         )
 
-    def run(self, argv: Sequence[str], hosts: Iterable[str] | None = None, **kwargs) -> dict[str, Result]:
-        """Run the same command on many workers in parallel."""
-        return self.map(lambda w: self.run_one(w.name, argv, **kwargs), hosts)
+    def _end_task(self, conn: Any, tag: str) -> str:
+        """End the command tagged `tag` on the connection's worker; the report's suffix.
 
-    def put_one(self, name: str, local: str | os.PathLike | io.IOBase, remote: str) -> Result:
+        Runs on the worker's existing connection (a healthy worker answers in
+        milliseconds), in a thread given `ENDING_TIMEOUT`: a hung worker is
+        reported as still ending the command, and its connection is dropped
+        (which ends the attempt) by the caller.
+        """
+        outcome: dict[str, Any] = {}
+        # The tag travels as two arguments, so this command's own line never carries it whole.
+        line = command_line(["sh", "-c", _END_TASK, "orch-end", TASK_TAG, tag, "10", "10"])
+
+        def attempt() -> None:
+            try:
+                outcome["result"] = conn.run(
+                    line, hide=True, warn=True, pty=False, in_stream=False, timeout=ENDING_TIMEOUT
+                )
+            except Exception as exc:
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=attempt, name="orch-end-task", daemon=True)
+        worker.start()
+        worker.join(ENDING_TIMEOUT)
+        res = outcome.get("result")
+        if res is not None and res.exited == 0:
+            return "; ended on the worker"
+        if res is not None:
+            why = (res.stdout.strip() or res.stderr.strip() or f"exit {res.exited}").splitlines()[-1]
+        elif "error" in outcome:
+            why = f"{outcome['error'].__class__.__name__}: {outcome['error']}"
+        else:
+            why = f"no answer within {ENDING_TIMEOUT:g}s"
+        return f"; still being ended on the worker (its timeout wrapper kills it within {KILL_AFTER}s; {why})"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        hosts: Iterable[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> dict[str, Result]:
+        """Run the same command on many workers in parallel."""
+        return self.map(
+            lambda w: self.run_one(
+                w.name, argv, env=env, timeout=timeout, stdin=stdin, on_line=on_line, end_on_timeout=end_on_timeout
+            ),
+            hosts,
+        )
+
+    def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
         """Copy a local file (or file object) to `remote` on one worker over SFTP."""
         argv = ("put", str(getattr(local, "name", local)), remote)
         return self._copy(name, argv, remote, lambda conn: conn.put(local, remote))
 
-    def put(self, local, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
+    def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
         """Copy one local file (or file object) to `remote` on many workers in parallel."""
-        if hasattr(local, "read"):
+        if not isinstance(local, (str, os.PathLike)):
             # Fabric seeks and reads the object itself: threads sharing one would interleave.
             pos = local.tell()
             local.seek(0)
-            data = local.read()
+            data: bytes | str = local.read()
             local.seek(pos)
             data = data if isinstance(data, bytes) else data.encode()
             return self.map(lambda w: self.put_one(w.name, io.BytesIO(data), remote), hosts)
         return self.map(lambda w: self.put_one(w.name, local, remote), hosts)
 
-    def get_one(self, name: str, remote: str, local: str | os.PathLike) -> Result:
+    def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
         """Copy `remote` from one worker to a local path over SFTP."""
         argv = ("get", remote, str(local))
         try:
@@ -463,7 +629,7 @@ class Transport:
             )
         return self._copy(name, argv, remote, lambda conn: conn.get(remote, str(local)))
 
-    def _copy(self, name: str, argv: tuple[str, ...], remote: str, transfer: Callable) -> Result:
+    def _copy(self, name: str, argv: tuple[str, ...], remote: str, transfer: Callable[[Any], object]) -> Result:
         """Run one SFTP transfer, every failure a Result.
 
         A silent worker costs at most two `transfer_timeout`s: Fabric's put first
@@ -481,7 +647,7 @@ class Transport:
             return self._copy_failure(name, argv, remote, exc, time.monotonic() - start)
         return Result(host=name, argv=argv, exit_code=0, elapsed=time.monotonic() - start)
 
-    def _sftp(self, conn):
+    def _sftp(self, conn: Any) -> Any:
         """The connection's SFTP session, its channel limited to `transfer_timeout` of silence
         (opened and configured once per connection; Fabric's put/get reuse it)."""
 
@@ -541,21 +707,22 @@ class Transport:
         return Result(host=name, argv=argv, exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
 
     def get(
-        self, remote: str, local_for: Callable[[WorkerRef], str | os.PathLike], hosts: Iterable[str] | None = None
+        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
     ) -> dict[str, Result]:
+        """Copy `remote` from many workers in parallel, each to `local_for(worker)`."""
         return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
 
 
-def _chain(conn) -> list:
+def _chain(conn: Any) -> list[Any]:
     """`conn` and the Connections of its ProxyJump hops, target first."""
-    out = []
+    out: list[Any] = []
     while conn is not None and conn is not False and not isinstance(conn, str) and not any(c is conn for c in out):
         out.append(conn)
         conn = conn.gateway
     return out
 
 
-def _close_chain(conn) -> None:
+def _close_chain(conn: Any) -> None:
     for c in _chain(conn):
         try:
             c.close()
@@ -588,7 +755,7 @@ def _sftp_refusal(exc: BaseException) -> str | None:
     return None
 
 
-def classify_exception(exc: BaseException, transport: Transport, name: str) -> tuple[str, str]:
+def classify_exception(exc: BaseException, transport: FabricTransport, name: str) -> tuple[str, str]:
     """(error_kind, human text) for an exception raised while talking to a worker."""
     import socket
 
@@ -629,6 +796,39 @@ def classify_exception(exc: BaseException, transport: Transport, name: str) -> t
     return "local", f"{exc.__class__.__name__}: {exc}"
 
 
-def for_fleet(fleet, workers: Iterable[WorkerRef], **overrides) -> Transport:
-    """A Transport for some of a fleet's workers, with the fleet's SSH settings."""
-    return Transport(workers, fleet.model.ssh, base_dir=fleet.base_dir, **overrides)
+def for_fleet(fleet: Fleet, workers: Iterable[WorkerRef], **overrides: Any) -> FabricTransport:
+    """A FabricTransport for some of a fleet's workers, with the fleet's SSH settings."""
+    return FabricTransport(workers, fleet.model.ssh, base_dir=fleet.base_dir, **overrides)
+
+
+# Ends the process group, and the ssh session, of the command whose `timeout`
+# wrapper carries the tag "$1=$2": TERM, KILL after $3 polls, gone within $4
+# more (a poll is at least 0.1 s). Zombies are gone already. Prints "ended"
+# (exit 0) or what is left (exit 1). The session counts when the wrapper, or
+# the shell sshd started for it, leads it (sshd gives every command its own).
+_END_TASK = r"""
+set -u
+tag="$1=$2" term_polls=$3 kill_polls=$4
+table() { ps -ww -eo pid=,ppid=,pgid=,sid=,stat=,args=; }
+ids=$(table | TAG="$tag" awk '
+    $5 !~ /^Z/ && index($0, ENVIRON["TAG"]) {
+        print "g" $3
+        if ($4 == $1 || $4 == $2) print "s" $4
+    }')
+members() {
+    table | IDS="$ids" awk '
+        BEGIN { n = split(ENVIRON["IDS"], a); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+        $5 !~ /^Z/ && (("g" $3) in want || ("s" $4) in want) { print $1 }'
+}
+[ -n "$ids" ] || { echo ended; exit 0; }
+pids=$(members)
+[ -z "$pids" ] || kill -TERM $pids 2>/dev/null
+i=0
+while pids=$(members); [ -n "$pids" ]; do
+    i=$((i + 1))
+    [ "$i" -ne "$term_polls" ] || kill -KILL $pids 2>/dev/null
+    [ "$i" -lt $((term_polls + kill_polls)) ] || { echo "left:" $pids; exit 1; }
+    sleep 0.1
+done
+echo ended
+"""

@@ -12,7 +12,7 @@ import pytest
 from orchestrator import sandbox
 from orchestrator.errors import OrchError
 from orchestrator.fleet import SshSettings, WorkerRef, load_fleet
-from orchestrator.transport import Transport, _HostKeyPolicy, for_fleet
+from orchestrator.transport import FabricTransport, _HostKeyPolicy, for_fleet
 
 
 def worker(name: str = "w0", host: str = "target", **kw) -> WorkerRef:
@@ -33,13 +33,13 @@ def worker(name: str = "w0", host: str = "target", **kw) -> WorkerRef:
     return WorkerRef(**{**fields, **kw})
 
 
-def transport_with_ssh_config(tmp_path: Path, config: str, **kw) -> Transport:
+def transport_with_ssh_config(tmp_path: Path, config: str, **kw) -> FabricTransport:
     (tmp_path / "ssh_config").write_text(config)
     known = tmp_path / "known_hosts"
     key = paramiko.ECDSAKey.generate()
     known.write_text(f"other.example {key.get_name()} {key.get_base64()}\n")
     settings = SshSettings(config_file=str(tmp_path / "ssh_config"), connect_timeout=4)
-    return Transport([worker(**kw)], settings, known_hosts=known, base_dir=tmp_path)
+    return FabricTransport([worker(**kw)], settings, known_hosts=known, base_dir=tmp_path)
 
 
 def hops(conn) -> list:
@@ -149,8 +149,8 @@ class FakeConnection:
         self.closed = True
 
 
-def fake_transport(conn: FakeConnection, **kw) -> Transport:
-    t = Transport([worker("s-w3", host="10.0.0.9", port=22)], SshSettings(), **kw)
+def fake_transport(conn: FakeConnection, **kw) -> FabricTransport:
+    t = FabricTransport([worker("s-w3", host="10.0.0.9", port=22)], SshSettings(), **kw)
     t._connections["s-w3"] = conn
     return t
 
@@ -219,8 +219,8 @@ def test_a_missing_local_file_is_a_local_error():
 
 
 def test_the_transfer_timeout_defaults_to_thirty_seconds_and_never_below_the_connect_timeout():
-    assert Transport([worker()]).transfer_timeout == 30
-    assert Transport([worker()], connect_timeout=45).transfer_timeout == 45
+    assert FabricTransport([worker()]).transfer_timeout == 30
+    assert FabricTransport([worker()], connect_timeout=45).transfer_timeout == 45
 
 
 def test_a_command_that_exits_124_by_itself_is_not_a_timeout():
