@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import pytest
+from waiting import wait_for
 
 from orchestrator import sandbox
 from orchestrator.fleet import load_fleet
@@ -48,13 +50,45 @@ def test_exec_json_has_one_result_per_host(slice4):
     ]
 
 
-def test_a_command_timeout_is_reported_per_host(slice4):
-    proc = slice4.orch("exec", "--timeout", "1", "--workers", "1", "--", "sleep", "30", check=False)
+def test_a_timed_out_command_is_reported_only_once_it_is_ended_on_the_worker(slice4):
+    # A duration no other test (or parallel session: workers share a pid namespace) sleeps for.
+    duration = f"{30 + random.random():.6f}"
+    proc = slice4.orch("exec", "--timeout", "1", "--workers", "1", "--", "sleep", duration, check=False)
     assert proc.returncode == 1
-    assert "FAILED slice-w1: timed out after 1s" in proc.stderr
-    # the remote sleep was ended too, not left behind
-    left = slice4.ssh(1, "pgrep", "-f", "^sleep 30", check=False)
-    assert left.stdout.strip() == ""
+    [failure] = [line for line in proc.stderr.splitlines() if "FAILED slice-w1" in line]
+    assert failure.startswith("  FAILED slice-w1: timed out after 1s; "), failure
+
+    def left() -> str:
+        return slice4.ssh(1, "pgrep", "-f", f"^sleep {duration}$", check=False).stdout.strip()
+
+    if "still being ended" in failure:
+        # The worker did not confirm in time: the report says so, and the command does end.
+        wait_for(lambda: left() == "", timeout=30, what=f"the remote `sleep {duration}` to be ended")
+    else:
+        # The report promised it: the command is gone by the time it was printed.
+        assert "; ended on the worker" in failure
+        assert left() == ""
+
+
+def test_a_command_that_ignores_term_is_killed_on_the_worker_before_the_timeout_is_reported(slice4):
+    # The remote `timeout` would KILL it only 3 s later: the client, giving up first, ends it itself.
+    duration = f"{30 + random.random():.6f}"
+    script = f'trap "" TERM; sleep {duration}; :'
+    proc = slice4.orch("exec", "--timeout", "1", "--workers", "2", "--", "sh", "-c", script, check=False)
+    assert proc.returncode == 1
+    [failure] = [line for line in proc.stderr.splitlines() if "FAILED slice-w2" in line]
+    assert failure.startswith("  FAILED slice-w2: timed out after 1s; "), failure
+
+    def left() -> str:
+        # the wrapper, the shell and its sleep (not the remote shell running this pgrep)
+        pattern = f"^(timeout|sh -c trap|sleep) .*{duration}"
+        return slice4.ssh(2, "pgrep", "-af", pattern, check=False).stdout.strip()
+
+    if "still being ended" in failure:
+        wait_for(lambda: left() == "", timeout=30, what=f"the remote `sleep {duration}` to be ended")
+    else:
+        assert "; ended on the worker" in failure
+        assert left() == ""
 
 
 def test_a_command_that_exits_124_itself_reports_exit_124_not_a_timeout(slice4):

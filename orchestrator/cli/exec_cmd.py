@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from typing import Any
 
 import click
 
@@ -12,6 +13,7 @@ from orchestrator.cli.render import print_summary
 
 
 def register(main: click.Group) -> None:
+    """Add `exec` to the top-level group."""
     main.add_command(exec_)
 
 
@@ -22,11 +24,15 @@ def register(main: click.Group) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every host's result.")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def exec_(obj, lane, selection, timeout, as_json, argv):
+def exec_(
+    obj: Any, lane: str | None, selection: str | None, timeout: float | None, as_json: bool, argv: tuple[str, ...]
+) -> None:
     """Run a command on workers in parallel; exit non-zero if any failed.
 
     The arguments after `--` reach the worker exactly as given (no remote shell
-    interpretation). Use `-- sh -c '...'` when you want a shell.
+    interpretation). Use `-- sh -c '...'` when you want a shell. A command that
+    times out is reported once it is ended on the worker (or as still being
+    ended, when the worker does not answer in time to confirm it).
     """
     fleet = obj.fleet()
     workers = fleet.select(lane=lane, workers=selection)
@@ -40,7 +46,7 @@ def exec_(obj, lane, selection, timeout, as_json, argv):
             out.flush()
 
     with obj.transport(workers) as transport:
-        results = transport.run(list(argv), timeout=timeout, on_line=None if as_json else stream)
+        results = transport.run(list(argv), timeout=timeout, on_line=None if as_json else stream, end_on_timeout=True)
     if as_json:
         click.echo(
             json.dumps(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.transport import Result
 
-def print_summary(results: Mapping[str, object], what: str = "hosts") -> None:
+
+def print_summary(results: Mapping[str, Result], what: str = "hosts") -> None:
     """`N/M ok` plus one line per failed host, on stderr."""
     failed = {h: r for h, r in results.items() if r.failed}
     total = len(results)
