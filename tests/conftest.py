@@ -221,3 +221,7 @@ def make_sandbox():
         yield factory
     finally:
         factory.cleanup()
+
+
+# Test tiers (plain `pytest` runs the unit tier only) and the scripted transport's fixture.
+pytest_plugins = [*pytest_plugins, "_tiers", "fakes"]
