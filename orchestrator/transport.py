@@ -603,7 +603,7 @@ class FabricTransport:
 
     def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
         """Copy a local file (or file object) to `remote` on one worker over SFTP."""
-        argv = ("put", str(getattr(local, "name", local)), remote)
+        argv = ("put", source_name(local), remote)
         return self._copy(name, argv, remote, lambda conn: conn.put(local, remote))
 
     def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
@@ -711,6 +711,13 @@ class FabricTransport:
     ) -> dict[str, Result]:
         """Copy `remote` from many workers in parallel, each to `local_for(worker)`."""
         return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
+
+
+def source_name(local: LocalSource) -> str:
+    """How a put names its source: the path, or a file object's name."""
+    if isinstance(local, (str, os.PathLike)):
+        return os.fspath(local)
+    return str(getattr(local, "name", "<stream>"))
 
 
 def _chain(conn: Any) -> list[Any]:

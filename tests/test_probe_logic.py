@@ -1,0 +1,111 @@
+"""The probe sweep's decisions, against a scripted transport (the slice tests prove the capabilities)."""
+
+from __future__ import annotations
+
+import json
+
+from fakes import Call, answers, exits, timed_out, unreachable, worker
+
+from orchestrator import probe
+from orchestrator.remote import hostside_path
+
+
+def probe_plan(workers: int, timeout: float = 30.0) -> probe.ProbePlan:
+    requests = tuple(
+        probe.ProbeRequest(worker=worker(i, lane=None), lane=None, doc={"schema_version": 1, "root": "/var/lib/orch"})
+        for i in range(workers)
+    )
+    return probe.ProbePlan(requests=requests, deep=False, timeout=timeout)
+
+
+HEALTHY = {"job": "probe", "checks": [{"name": "host", "status": "ok", "summary": "python 3.11"}]}
+
+
+def test_a_worker_that_does_not_answer_is_a_transport_row_and_the_others_are_judged(scripted_transport):
+    fake = scripted_transport([worker(i, lane=None) for i in range(3)])
+    fake.expect_job("w0", "probe", answer=HEALTHY)
+    fake.expect_job("w1", "probe", reply=timed_out())
+    fake.expect_job("w2", "probe", answer=HEALTHY)
+
+    report = probe.sweep(probe_plan(3), fake)
+
+    assert [(r.worker, r.verdict, r.layer) for r in report.rows] == [
+        ("w0", "ok", None),
+        ("w1", "fail", "transport"),
+        ("w2", "ok", None),
+    ]
+    assert report.rows[1].error == "timed out after 30s"
+    assert report.summary()["layers"] == {"transport": ["w1"]}
+
+
+def test_an_unreachable_worker_is_a_transport_row_with_the_reason_as_evidence(scripted_transport):
+    fake = scripted_transport([worker(0, lane=None)])
+    fake.expect_job("w0", "probe", reply=unreachable("connection to 10.0.0.0:22 refused (sshd not running?)"))
+
+    [row] = probe.sweep(probe_plan(1), fake).rows
+
+    assert (row.verdict, row.layer) == ("fail", "transport")
+    assert row.evidence == "connection to 10.0.0.0:22 refused (sshd not running?)"
+
+
+def test_a_worker_that_answers_without_a_document_is_not_blamed_on_the_transport(scripted_transport):
+    fake = scripted_transport([worker(0, lane=None)])
+    fake.expect_job("w0", "probe", reply=exits(127, stderr="sh: 1: python3: not found\n"))
+
+    [row] = probe.sweep(probe_plan(1), fake).rows
+
+    assert row.verdict == "fail" and row.layer != "transport"
+    assert "python3: not found" in row.evidence
+
+
+def test_the_request_travels_as_one_argument_with_the_controller_time_and_the_plan_timeout(scripted_transport):
+    def sent(call: Call) -> None:
+        i = call.argv.index("--request")
+        doc = json.loads(call.argv[i + 1])
+        assert doc["root"] == "/var/lib/orch" and isinstance(doc["controller_time"], float)
+        assert call.timeout == 12.0 and call.stdin is None
+
+    fake = scripted_transport([worker(0, lane=None)])
+    fake.expect_job("w0", "probe", answer=HEALTHY, check=sent)
+
+    probe.sweep(probe_plan(1, timeout=12.0), fake)
+
+
+def test_hostside_is_shipped_once_to_a_worker_that_lacks_it_then_only_used(scripted_transport):
+    w = worker(0, lane=None)
+    final = hostside_path(w)
+    fake = scripted_transport([w], hostside_ready=False)
+    fake.expect_run("w0", ["test", "-f", f"{final}/.complete"], reply=exits(1))
+    fake.expect_run("w0", ["mkdir", "-p", "/var/lib/orch/hostside"])
+    fake.expect_put("w0", "/var/lib/orch/hostside/.upload-")
+    fake.expect_run("w0", ["python3", "-c"])
+    fake.expect_job("w0", "probe", answer=HEALTHY)
+    fake.expect_job("w0", "probe", answer=HEALTHY)  # the second sweep on the same transport: no check again
+
+    first = probe.sweep(probe_plan(1), fake)
+    second = probe.sweep(probe_plan(1), fake)
+
+    assert first.rows[0].verdict == second.rows[0].verdict == "ok"
+    [install] = [c for c in fake.calls_to("w0") if c.argv[:2] == ("python3", "-c")]
+    assert install.argv[-1] == final
+    assert all(c.env and c.env["PYTHONPATH"] == final for c in fake.calls_to("w0") if "hostside.probe" in c.argv)
+
+
+def test_a_worker_where_shipping_hostside_fails_is_reported_with_that_failure(scripted_transport):
+    w = worker(0, lane=None)
+    fake = scripted_transport([w], hostside_ready=False)
+    fake.expect_run("w0", ["test", "-f"], reply=exits(1))
+    fake.expect_run(
+        "w0", ["mkdir", "-p"], reply=exits(1, stderr="mkdir: cannot create directory: Read-only file system")
+    )
+
+    [row] = probe.sweep(probe_plan(1), fake).rows
+
+    assert row.verdict == "fail"
+    assert "Read-only file system" in row.evidence
+
+
+def test_answers_carry_a_schema_version():
+    # the fake's replies look like a hostside job's: one JSON document with schema_version
+    call = Call("w0", "run", ("python3", "-m", "hostside.probe"))
+    assert json.loads(answers({"ok": True})(call).stdout) == {"schema_version": 1, "ok": True}
