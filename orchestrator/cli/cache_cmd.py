@@ -8,8 +8,6 @@ import time
 
 import click
 
-from orchestrator.restart_check import DEFAULT_THRESHOLD
-
 
 def register(main: click.Group) -> None:
     main.add_command(cache)
@@ -144,10 +142,10 @@ def _env_pairs(values) -> dict[str, str]:
 @click.option(
     "--threshold",
     type=float,
-    default=DEFAULT_THRESHOLD,
-    show_default=True,
     metavar="R",
-    help="A process reused its cache when warm/cold compile time <= R (and it had cache hits).",
+    # the default is restart_check.DEFAULT_THRESHOLD (not imported here: `--help` imports no core
+    # module); tests/test_cli_lazy.py keeps this text equal to it
+    help="A process reused its cache when warm/cold compile time <= R (and it had cache hits).  [default: 0.5]",
 )
 @click.option(
     "--workdir",
@@ -191,7 +189,7 @@ def restart_check(obj, lane, threshold, workdir, env_items, timeout, keep, as_js
             lane,
             list(argv),
             transport,
-            threshold=threshold,
+            threshold=core.DEFAULT_THRESHOLD if threshold is None else threshold,
             workdir=workdir,
             extra_env=_env_pairs(env_items),
             timeout=timeout,
