@@ -5,28 +5,35 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.cli import Context
+    from orchestrator.fleet import Fleet
+
 
 def register(main: click.Group) -> None:
+    """Add `cache` and `restart-check` to the top-level group."""
     main.add_command(cache)
     main.add_command(restart_check)
 
 
 @click.group("cache")
-def cache():
+def cache() -> None:
     """Compilation caches: who writes them, what is in them."""
 
 
-def _lanes(fleet, lane):
+def _lanes(fleet: Fleet, lane: str | None) -> list[str]:
     if lane:
         fleet.lane(lane)
         return [lane]
     return list(fleet.model.lanes)
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -34,11 +41,11 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _when(t) -> str:
+def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "never"
 
 
-def _lease_text(lease) -> str:
+def _lease_text(lease: dict[str, Any] | None) -> str:
     if not lease or lease.get("state") == "none":
         return "no lease"
     holder = lease.get("holder") or {}
@@ -50,7 +57,7 @@ def _lease_text(lease) -> str:
 @click.option("--lane", help="Only this lane (default: every lane).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def status(obj, lane, as_json):
+def status(obj: Context, lane: str | None, as_json: bool) -> None:
     """Per cache root: policy, writer, lease state, entries, size, last write."""
     from orchestrator import cache as core
 
@@ -68,7 +75,7 @@ def status(obj, lane, as_json):
             click.echo(f"lane {r.lane}: cache policy {r.policy or 'off'} ({r.mode})")
             if r.mode == "off":
                 click.echo("  no compilation cache configured")
-            groups: dict[tuple, list] = {}
+            groups: dict[tuple[str, str], list[Any]] = {}
             for row in r.rows:
                 groups.setdefault((row.location, row.bundle_id), []).append(row)
             for (location, bundle_id), rows in groups.items():
@@ -96,7 +103,7 @@ def status(obj, lane, as_json):
 @click.option("--lane", required=True, help="The lane whose caches (every bundle id) are removed.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj
-def clear(obj, lane, yes):
+def clear(obj: Context, lane: str, yes: bool) -> None:
     """Remove a lane's compilation caches (a cache whose writer is running is left alone)."""
     from orchestrator import cache as core
 
@@ -127,7 +134,7 @@ def clear(obj, lane, yes):
         sys.exit(1)
 
 
-def _env_pairs(values) -> dict[str, str]:
+def _env_pairs(values: Iterable[str]) -> dict[str, str]:
     env = {}
     for item in values:
         key, sep, value = item.partition("=")
@@ -164,7 +171,17 @@ def _env_pairs(values) -> dict[str, str]:
 @click.option("--json", "as_json", is_flag=True, help="The verdicts as JSON on stdout.")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def restart_check(obj, lane, threshold, workdir, env_items, timeout, keep, as_json, argv):
+def restart_check(
+    obj: Context,
+    lane: str,
+    threshold: float | None,
+    workdir: str | None,
+    env_items: tuple[str, ...],
+    timeout: float | None,
+    keep: bool,
+    as_json: bool,
+    argv: tuple[str, ...],
+) -> None:
     """Launch the same command cold, then warm, and say per process whether the cache was reused.
 
     \b
