@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.cli import Context
+
 
 def register(main: click.Group) -> None:
+    """Add `deploy` and `rollback` to the top-level group."""
     main.add_command(deploy)
     main.add_command(rollback)
 
@@ -19,7 +24,7 @@ def register(main: click.Group) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan; touch no worker.")
 @click.option("--no-relay", is_flag=True, help="Push every wheel from the controller to every worker.")
 @click.pass_obj
-def deploy(obj, lane, as_json, dry_run, no_relay):
+def deploy(obj: Context, lane: str, as_json: bool, dry_run: bool, no_relay: bool) -> None:
     """Push the lane's locked bundle to its workers, install it, switch atomically.
 
     Only missing wheels travel; the controller sends each once (to a seed
@@ -73,7 +78,7 @@ def deploy(obj, lane, as_json, dry_run, no_relay):
 @click.option("--lane", required=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def rollback(obj, lane, as_json):
+def rollback(obj: Context, lane: str, as_json: bool) -> None:
     """Re-activate the previous bundle on every worker of the lane."""
     from orchestrator import deploy as core
 

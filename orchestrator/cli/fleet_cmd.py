@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.cli import Context
+
 
 def register(main: click.Group) -> None:
+    """Add `fleet` to the top-level group."""
     main.add_command(fleet)
 
 
 @click.group()
-def fleet():
+def fleet() -> None:
     """Inspect and validate fleet.yaml."""
 
 
 @fleet.command()
 @click.pass_obj
-def validate(obj):
+def validate(obj: Context) -> None:
     """Validate fleet.yaml; every problem names file, line and YAML path."""
     f = obj.fleet()
     lanes = ", ".join(f"{n} ({len(m)})" for n, m in f.lane_members.items()) or "none"
@@ -28,7 +33,7 @@ def validate(obj):
 @fleet.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def show(obj, as_json):
+def show(obj: Context, as_json: bool) -> None:
     """Show slices, workers and lanes as orch resolved them."""
     f = obj.fleet()
     if as_json:
@@ -59,7 +64,7 @@ def show(obj, as_json):
 
 
 @fleet.command()
-def schema():
+def schema() -> None:
     """Print the JSON Schema of fleet.yaml (generated from the model)."""
     from orchestrator.fleet import json_schema
 
@@ -81,7 +86,15 @@ def schema():
     "--identity-file", metavar="F", help="Private key for the slice's workers (e.g. ~/.ssh/google_compute_engine)."
 )
 @click.pass_obj
-def import_gcloud(obj, file, slice_name, fleet_path, write, user, identity_file):
+def import_gcloud(
+    obj: Context,
+    file: str,
+    slice_name: str | None,
+    fleet_path: str | None,
+    write: bool,
+    user: str | None,
+    identity_file: str | None,
+) -> None:
     """Turn `gcloud compute tpus tpu-vm describe NAME --format=json` into a slice entry.
 
     \b

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.play import CommandShape, Rung
+
 
 def register(main: click.Group) -> None:
+    """Add `play` to the top-level group."""
     main.add_command(play)
 
 
-def command_shapes(main: click.Group) -> dict:
+def command_shapes(main: click.Group) -> dict[str, CommandShape]:
     """What every verb accepts, read from the CLI itself (so playbooks and commands never drift)."""
     from orchestrator.play import CommandShape
 
     shapes = {}
     ctx = click.Context(main)
 
-    def add(path: str, cmd: click.Command) -> None:
+    def add(path: str, cmd: click.Command | None) -> None:
+        if cmd is None:
+            return
         if isinstance(cmd, click.Group):
             for name in cmd.list_commands(ctx):
                 add(f"{path} {name}".strip(), cmd.get_command(ctx, name))
@@ -59,7 +66,7 @@ def command_shapes(main: click.Group) -> dict:
 @click.option("--from", "start", metavar="STEP", help="Start at this step (name or 1-based position).")
 @click.option("--json", "as_json", is_flag=True, help="The ladder record as JSON on stdout.")
 @click.pass_context
-def play(ctx, playbook, lane, start, as_json):
+def play(ctx: click.Context, playbook: str, lane: str | None, start: str | None, as_json: bool) -> None:
     """Run a playbook's steps in order; stop at the first failing rung.
 
     Each rung is an orch verb with its own options (see the playbook). The
@@ -71,6 +78,7 @@ def play(ctx, playbook, lane, start, as_json):
 
     obj = ctx.obj
     main = ctx.find_root().command
+    assert isinstance(main, click.Group)
     shapes = command_shapes(main)
     book = core.load_playbook(playbook, shapes)
     orch = core.orch_command()
@@ -88,7 +96,7 @@ def play(ctx, playbook, lane, start, as_json):
         if not as_json:
             click.echo(f"[{step}] {line}", err=True)
 
-    def on_rung(rung) -> None:
+    def on_rung(rung: Rung) -> None:
         if as_json:
             return
         text = f"rung {rung.name}: {rung.verdict} in {rung.elapsed:.1f}s"
@@ -106,9 +114,12 @@ def play(ctx, playbook, lane, start, as_json):
         click.echo(json.dumps(ladder.to_dict(), indent=2))
     else:
         stop = ladder.stopped_at
+        if ladder.ok:
+            verdict = "ladder passed"
+        else:
+            verdict = f"ladder stopped at {stop.name}: layer {stop.layer}" if stop else "ladder failed"
         click.echo(
-            ("ladder passed" if ladder.ok else f"ladder stopped at {stop.name}: layer {stop.layer}")
-            + f" ({ladder.elapsed:.1f}s); record: {ladder.record_path}",
+            verdict + f" ({ladder.elapsed:.1f}s); record: {ladder.record_path}",
             err=True,
         )
         for r in ladder.rungs:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.cli import Context
+    from orchestrator.probe import ProbeReport
+
 
 def register(main: click.Group) -> None:
+    """Add `probe` to the top-level group."""
     main.add_command(probe)
 
 
@@ -29,7 +35,15 @@ VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 )
 @click.option("--plan", "show_plan", is_flag=True, help="Print the requests that would be sent, contact nothing.")
 @click.pass_obj
-def probe(obj, lane, selection, as_json, shallow, timeout, show_plan):
+def probe(
+    obj: Context,
+    lane: str | None,
+    selection: str | None,
+    as_json: bool,
+    shallow: bool,
+    timeout: float | None,
+    show_plan: bool,
+) -> None:
     """Prove on every worker that the runtime answers from the intended device.
 
     Checks host, bundle, device ownership, the runtime (a real import, device
@@ -59,7 +73,7 @@ def probe(obj, lane, selection, as_json, shallow, timeout, show_plan):
         sys.exit(1)
 
 
-def render(report) -> None:
+def render(report: ProbeReport) -> None:
     """The per-worker table, then the summary by layer and each failing layer's remedy."""
     from rich.console import Console
     from rich.table import Table
@@ -94,7 +108,7 @@ def render(report) -> None:
     s = report.summary()
     line = f"{s['ok']} ok, {s['warn']} warn, {s['fail']} fail of {s['workers']} worker(s)"
     click.echo(line)
-    remedies = {}
+    remedies: dict[str | None, str | None] = {}
     for r in report.rows:
         if r.failed:
             remedies.setdefault(r.layer, r.remedy)

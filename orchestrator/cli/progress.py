@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from types import TracebackType
 
 from rich.console import Console
 from rich.live import Live
@@ -43,6 +44,6 @@ class WorkerBoard:
             self.live.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self.live:
-            self.live.__exit__(*exc)
+            self.live.__exit__(kind, exc, tb)
