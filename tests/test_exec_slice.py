@@ -123,13 +123,14 @@ def test_a_worker_paused_mid_command_is_reported_timed_out(make_sandbox):
         t.run(["true"])  # connections are up: the pause hits a running command
         import threading
 
-        threading.Timer(0.5, sandbox.pause, (sb.dir, 1)).start()
+        pausing = threading.Timer(0.5, sandbox.pause, (sb.dir, 1))
+        pausing.start()
         try:
             start = time.monotonic()
             results = t.run(["sleep", "2"], timeout=3)
             elapsed = time.monotonic() - start
         finally:
-            time.sleep(0.6)
+            pausing.join()  # the pause has happened: only now can it be undone
             sandbox.resume(sb.dir, 1)
     assert results["slice-w0"].ok
     assert results["slice-w1"].error_kind == "timeout"
