@@ -108,7 +108,7 @@ def check(obj, name, lane, interpreter, as_json):
     Reads the lock when there is one; otherwise each pin's own wheel metadata,
     without dependencies, so conflicting pins can still be checked.
     """
-    from orchestrator.bundlecheck import check_bundle
+    from orchestrator.bundle.check import check_bundle
 
     name = _bundle_name(obj, name, lane)
     report = check_bundle(obj.fleet(), name, interpreter=interpreter)
