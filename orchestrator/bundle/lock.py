@@ -29,7 +29,7 @@ from orchestrator.bundle.resolve import (
     pip_resolve,
     source_args,
 )
-from orchestrator.bundle.store import Cached, FetchStats, fetch_resolved, wheel_cache_root
+from orchestrator.bundle.store import CachedFiles, FetchStats, fetch_resolved, wheel_cache_root
 from orchestrator.bundle.target import WheelTarget
 from orchestrator.errors import BundleError, ConfigError
 
@@ -184,7 +184,7 @@ def _for_target(
     return [w for w in wheels if w.name in reached], notes
 
 
-def _locked_wheels(name: str, kept: Sequence[ResolvedWheel], files: Cached, base_dir: Path) -> list[LockedWheel]:
+def _locked_wheels(name: str, kept: Sequence[ResolvedWheel], files: CachedFiles, base_dir: Path) -> list[LockedWheel]:
     """Each cached wheel with the metadata its own METADATA states (which must agree with pip)."""
     wheels = []
     for w in kept:

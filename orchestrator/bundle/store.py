@@ -32,7 +32,7 @@ CACHE_ENV = "ORCH_WHEEL_CACHE"
 _CHUNK = 1 << 20
 
 # filename -> (path in the cache, sha256, size)
-Cached = dict[str, tuple[Path, str, int]]
+CachedFiles = dict[str, tuple[Path, str, int]]
 
 
 def wheel_cache_root() -> Path:
@@ -170,9 +170,9 @@ def fetch_resolved(
     interpreter: PipInterpreter,
     extra_args: Sequence[str],
     stats: FetchStats,
-) -> Cached:
+) -> CachedFiles:
     """Put every resolved wheel into the cache; returns filename -> (path, sha256, size)."""
-    out: Cached = {}
+    out: CachedFiles = {}
     remote: list[ResolvedWheel] = []
     for w in wheels:
         parsed = urlparse(w.url)
@@ -218,10 +218,10 @@ def _download(
     interpreter: PipInterpreter,
     extra_args: Sequence[str],
     stats: FetchStats,
-) -> Cached:
+) -> CachedFiles:
     """Download `wheels` with pip into a scratch directory of the cache, then store them verified."""
     (root / "tmp").mkdir(parents=True, exist_ok=True)
-    out: Cached = {}
+    out: CachedFiles = {}
     with tempfile.TemporaryDirectory(prefix="download-", dir=root / "tmp") as tmp:
         pip_download(bundle_name, wheels, Path(tmp), target, interpreter, extra_args)
         for w in wheels:
