@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
             return jnp.mean((model(params, x).mean(axis=1) - y) ** 2)
 
         loss, grads = jax.value_and_grad(loss_fn)(params)
-        return [w - 1e-3 * g for w, g in zip(params, grads)], loss
+        return [w - 1e-3 * g for w, g in zip(params, grads, strict=True)], loss
 
     rows = args.rows_per_device * local
     rng = np.random.default_rng(me)

@@ -12,7 +12,12 @@ from __future__ import annotations
 import json
 import re
 
+from pydantic.json_schema import JsonSchemaValue
+
 from orchestrator.fleet import FOLKLORE_VARS, json_schema
+
+# A JSON Schema node as pydantic generates and types it (dict[str, Any]: its values are any JSON).
+Node = JsonSchemaValue
 
 HEADER = """\
 # fleet.yaml reference
@@ -70,12 +75,17 @@ FALLBACK = {
 }
 
 
-def _resolve(schema: dict, node: dict) -> tuple[str | None, dict]:
-    ref = node.get("$ref")
-    if ref:
-        name = ref.rsplit("/", 1)[-1]
+def _resolve(schema: Node, node: Node) -> tuple[str | None, Node]:
+    """(definition name, definition) for a `$ref` node; (None, node) for any other."""
+    if node.get("$ref"):
+        name = _ref_name(node)
         return name, schema["$defs"][name]
     return None, node
+
+
+def _ref_name(node: Node) -> str:
+    """The definition a `$ref` node points at: '#/$defs/Lane' -> 'Lane'."""
+    return str(node["$ref"]).rsplit("/", 1)[-1]
 
 
 def _anchor(title: str) -> str:
@@ -83,9 +93,9 @@ def _anchor(title: str) -> str:
     return re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
 
 
-def _type(schema: dict, node: dict) -> str:
+def _type(schema: Node, node: Node) -> str:
     if "$ref" in node:
-        name, _ = _resolve(schema, node)
+        name = _ref_name(node)
         return f"[{name}](#{_anchor(name)})"
     if "const" in node:
         return f"`{json.dumps(node['const'])}`"
@@ -104,7 +114,7 @@ def _type(schema: dict, node: dict) -> str:
             key = "name" if "$ref" in values else "string"
             return f"mapping of {key} to {_type(schema, values)}"
         return "mapping"
-    return {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}.get(kind, "any")
+    return kind if kind in ("string", "integer", "number", "boolean") else "any"
 
 
 def _plural(text: str) -> str:
@@ -115,7 +125,7 @@ def _plural(text: str) -> str:
     return text
 
 
-def _constraints(node: dict) -> list[str]:
+def _constraints(node: Node) -> list[str]:
     out = []
     for option in [node] + [o for o in node.get("anyOf", []) if o.get("type") != "null"]:
         if "minimum" in option:
@@ -135,7 +145,7 @@ def _constraints(node: dict) -> list[str]:
     return out
 
 
-def _default(node: dict, required: bool) -> str:
+def _default(node: Node, required: bool) -> str:
     if required:
         return "required"
     if "default" in node:
@@ -157,12 +167,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _sections(schema: dict) -> list[tuple[str, str, dict]]:
+def _sections(schema: Node) -> list[tuple[str, str, Node]]:
     """(title, YAML path, schema node) for the document and every nested model, depth first."""
-    out: list[tuple[str, str, dict]] = [("Top level", "", schema)]
-    seen = set()
+    out: list[tuple[str, str, Node]] = [("Top level", "", schema)]
+    seen: set[str] = set()
 
-    def visit(path: str, node: dict) -> None:
+    def visit(path: str, node: Node) -> None:
         for key, prop in node.get("properties", {}).items():
             target = None
             sub_path = f"{path}.{key}" if path else key
@@ -178,7 +188,8 @@ def _sections(schema: dict) -> list[tuple[str, str, dict]]:
                 target, sub_path = prop["items"], f"{sub_path}[]"
             if target is None:
                 continue
-            name, definition = _resolve(schema, target)
+            name = _ref_name(target)
+            definition = schema["$defs"][name]
             if name in seen:
                 continue
             seen.add(name)

@@ -21,13 +21,13 @@ import json
 import math
 import os
 import re
-import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from hostside.files import write_atomic
 from orchestrator.errors import ConfigError
 from orchestrator.fleet import NAME_PATTERN, Fleet, build_fleet, load_fleet
 from orchestrator.yamlsrc import loads
@@ -43,6 +43,11 @@ ACCELERATOR_TYPES = {
     "V5P": ("v5p", 2),
     "V6E": ("v6e", 1),
 }
+
+# Records one problem with the input: (JSON path, message); all are reported together.
+Problem = Callable[[str, str], None]
+# A JSON object of the describe document.
+JSONObject = Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,9 @@ class ImportedSlice:
     identity_file: str | None = None
     warnings: tuple[str, ...] = ()
 
-    def entry(self) -> dict:
+    def entry(self) -> dict[str, object]:
         """The slice as fleet.yaml data (what load_fleet will see)."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "accelerator_type": self.accelerator_type,
             # On GCE the metadata server exists: libtpu reads
             # the topology from it, as on any TPU VM.
@@ -88,8 +93,8 @@ class ImportedSlice:
         return out
 
 
-def _worker_data(w: ImportedWorker) -> dict:
-    data: dict[str, Any] = {"index": w.index, "address": w.address}
+def _worker_data(w: ImportedWorker) -> dict[str, int | str]:
+    data: dict[str, int | str] = {"index": w.index, "address": w.address}
     if w.internal_address:
         data["internal_address"] = w.internal_address
     return data
@@ -100,7 +105,7 @@ def _worker_data(w: ImportedWorker) -> dict:
 
 
 def import_describe(
-    path: str | os.PathLike, *, name: str | None = None, user: str | None = None, identity_file: str | None = None
+    path: str | os.PathLike[str], *, name: str | None = None, user: str | None = None, identity_file: str | None = None
 ) -> ImportedSlice:
     """Read a describe document from `path` and build the slice entry."""
     path = Path(path)
@@ -147,7 +152,7 @@ def _join(base: str, key: str | int) -> str:
 
 
 def _build(
-    doc: Any, *, source: str, base: str, name: str | None, user: str | None, identity_file: str | None
+    doc: object, *, source: str, base: str, name: str | None, user: str | None, identity_file: str | None
 ) -> ImportedSlice:
     problems: list[str] = []
     warnings: list[str] = []
@@ -191,7 +196,10 @@ def _build(
             f"{source}: only some workers have an external IP; workers {', '.join(inside)} "
             f"are reached at their internal address"
         )
-    if problems:
+    if not accelerator_type and not problems:
+        # acceleratorType is there but empty, and acceleratorConfig's problems were not reported because of it.
+        problem(_join(base, "acceleratorType"), "empty, and acceleratorConfig does not give a valid type")
+    if problems or not slice_name or not accelerator_type:
         raise ConfigError(problems)
     return ImportedSlice(
         name=slice_name,
@@ -210,25 +218,26 @@ def _build(
     )
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number"
     )
 
 
-def _string(doc: dict, key: str, base: str, problem, *, required: bool) -> str | None:
+def _string(doc: JSONObject, key: str, base: str, problem: Problem, *, required: bool) -> str | None:
     path = _join(base, key)
-    if key not in doc or doc[key] in (None, ""):
+    value = doc.get(key)
+    if value is None or value == "":
         if required:
             problem(path, "missing")
         return None
-    if not isinstance(doc[key], str):
-        problem(path, f"expected a string, got {_kind(doc[key])}")
+    if not isinstance(value, str):
+        problem(path, f"expected a string, got {_kind(value)}")
         return None
-    return doc[key]
+    return value
 
 
-def _short_name(node: Any) -> str | None:
+def _short_name(node: object) -> str | None:
     if not isinstance(node, str) or not node:
         return None
     return node.rstrip("/").rsplit("/", 1)[-1]
@@ -239,7 +248,7 @@ def _zone(node: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _accelerator(doc: dict, base: str, problem) -> tuple[str | None, str | None, str | None]:
+def _accelerator(doc: JSONObject, base: str, problem: Problem) -> tuple[str | None, str | None, str | None]:
     """(accelerator type, topology, the type acceleratorConfig implies): acceleratorType wins."""
     topology = None
     derived = None
@@ -267,7 +276,7 @@ def _accelerator(doc: dict, base: str, problem) -> tuple[str | None, str | None,
     return None, topology, derived
 
 
-def _type_from_config(kind: str, topology: str, cpath: str, problem, *, quiet: bool) -> str | None:
+def _type_from_config(kind: str, topology: str, cpath: str, problem: Problem, *, quiet: bool) -> str | None:
     dims = topology.lower().split("x")
     if not all(d.isdigit() and int(d) > 0 for d in dims):
         if not quiet:
@@ -282,7 +291,7 @@ def _type_from_config(kind: str, topology: str, cpath: str, problem, *, quiet: b
     return f"{prefix}-{chips * cores_per_chip}"
 
 
-def _workers(doc: dict, base: str, problem, state: str | None) -> list[ImportedWorker]:
+def _workers(doc: JSONObject, base: str, problem: Problem, state: str | None) -> list[ImportedWorker]:
     path = _join(base, "networkEndpoints")
     endpoints = doc.get("networkEndpoints")
     if endpoints is None:
@@ -321,7 +330,7 @@ def _workers(doc: dict, base: str, problem, state: str | None) -> list[ImportedW
     return workers
 
 
-def _address(doc: dict, key: str, base: str, problem, *, required: bool) -> str | None:
+def _address(doc: JSONObject, key: str, base: str, problem: Problem, *, required: bool) -> str | None:
     value = _string(doc, key, base, problem, required=required)
     if value is None:
         return None
@@ -337,7 +346,7 @@ def _address(doc: dict, key: str, base: str, problem, *, required: bool) -> str 
 # Rendering
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     """A YAML scalar that reads back as exactly `value`."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -369,15 +378,14 @@ def render_entry(imp: ImportedSlice, *, indent: int = 2, step: int = 2) -> str:
         notes.append("; ".join(facts))
     lines = [f"{pad}{_scalar(imp.name)}:"]
     lines += [f"{body}# {note}" for note in notes]
-    entry = imp.entry()
-    for key, value in entry.items():
+    for key, value in imp.entry().items():
         if key == "workers":
             continue
         comment = "   # GCE: libtpu reads the topology from the metadata server" if key == "skip_metadata_query" else ""
         lines.append(f"{body}{key}: {_scalar(value)}{comment}")
     lines.append(f"{body}workers:")
-    for w in entry["workers"]:
-        inner = ", ".join(f"{k}: {_scalar(v)}" for k, v in w.items())
+    for w in imp.workers:
+        inner = ", ".join(f"{k}: {_scalar(v)}" for k, v in _worker_data(w).items())
         lines.append(f"{body}{' ' * step}- {{{inner}}}")
     return "\n".join(lines) + "\n"
 
@@ -460,7 +468,7 @@ class WriteResult:
     fleet: Fleet
 
 
-def write_slice(fleet_path: str | os.PathLike, imp: ImportedSlice) -> WriteResult:
+def write_slice(fleet_path: str | os.PathLike[str], imp: ImportedSlice) -> WriteResult:
     """Add the slice to the fleet file (created if missing), validated before and after writing."""
     path = Path(fleet_path)
     created = not path.exists()
@@ -471,14 +479,5 @@ def write_slice(fleet_path: str | os.PathLike, imp: ImportedSlice) -> WriteResul
     updated = add_slice(original, path, imp)
     # Validate the result before the file changes: a fleet that would not load is not written.
     build_fleet(loads(updated, path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent.resolve()))
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(updated)
-        os.chmod(tmp, (0o644 if created else path.stat().st_mode) & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(str(path), updated, mode=(0o644 if created else path.stat().st_mode) & 0o7777)
     return WriteResult(path=path, created=created, fleet=load_fleet(path))

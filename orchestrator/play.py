@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.yamlsrc import Located, did_you_mean, load
@@ -43,6 +44,10 @@ PATH_OPTIONS = {"workdir"}  # relative to the playbook file
 RUN_PATH_OPTIONS = {"html"}  # relative to the step's run directory on the controller
 # Verbs whose human view is the point of the rung: shown, not parsed.
 SHOWN = {"report", "compare", "bundle status", "cache status"}
+
+# A verb's `--json` result as json.loads returns it; its shape is the verb's own
+# (probe rows, a launch's diagnosis, deploy's workers...), read defensively with .get.
+JSONDoc = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -59,16 +64,20 @@ class CommandShape:
 
 @dataclass(frozen=True)
 class Step:
+    """One rung of a playbook: a verb with its options, and the lane it runs on."""
+
     index: int
     name: str
     verb: str
     lane: str | None
-    options: dict
+    options: dict[str, object]  # the verb's options as the playbook gives them
     line: int
 
 
 @dataclass(frozen=True)
 class Playbook:
+    """A validated playbook file."""
+
     path: Path
     name: str
     lane: str | None
@@ -90,7 +99,7 @@ class Playbook:
         )
 
 
-def load_playbook(path: str | os.PathLike, shapes: Mapping[str, CommandShape]) -> Playbook:
+def load_playbook(path: str | os.PathLike[str], shapes: Mapping[str, CommandShape]) -> Playbook:
     """Read and validate a playbook; every problem names file, line and step."""
     located = load(Path(path), what="playbook")
     return build_playbook(located, shapes)
@@ -193,6 +202,8 @@ def build_playbook(located: Located, shapes: Mapping[str, CommandShape]) -> Play
 
 @dataclass
 class Rung:
+    """A step as it ran: its command line, verdict and, for a failure, the owning layer and remedy."""
+
     name: str
     verb: str
     argv: list[str]
@@ -206,14 +217,17 @@ class Rung:
     run_id: str | None = None
     runs: dict[str, str] = field(default_factory=dict)  # e.g. restart-check: {"cold": id, "warm": id}
     summary: list[str] = field(default_factory=list)  # what the verb found, in a few lines
-    result: dict | None = None
+    result: JSONDoc | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
+        """The rung as the ladder record stores it (without the verb's whole result)."""
         return {k: v for k, v in self.__dict__.items() if k != "result"}
 
 
 @dataclass
 class Ladder:
+    """One run of a playbook: its rungs in order."""
+
     playbook: Playbook
     lane: str | None
     rungs: list[Rung] = field(default_factory=list)
@@ -229,7 +243,8 @@ class Ladder:
     def stopped_at(self) -> Rung | None:
         return next((r for r in self.rungs if r.verdict == "failed"), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
+        """The ladder record."""
         stop = self.stopped_at
         return {
             "schema_version": 1,
@@ -320,7 +335,7 @@ def run_playbook(
             continue
         rung.started = time.time()
         s0 = time.monotonic()
-        code, out, err_tail = _run(list(orch) + argv, lambda line: on_line(step.name, line) if on_line else None)
+        code, out, err_tail = _run(list(orch) + argv, _echo(on_line, step.name))
         if step.verb in SHOWN and on_line:
             for line in out.splitlines():
                 on_line(step.name, line)
@@ -357,12 +372,24 @@ def run_playbook(
     return ladder
 
 
+def _echo(on_line: Callable[[str, str], None] | None, step: str) -> Callable[[str], None]:
+    """Pass a running step's stderr lines on to `on_line`, under the step's name."""
+
+    def echo(line: str) -> None:
+        if on_line:
+            on_line(step, line)
+
+    return echo
+
+
 def _run(argv: list[str], echo: Callable[[str], None]) -> tuple[int, str, list[str]]:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # both are pipes
     tail: deque[str] = deque(maxlen=200)
 
     def pump() -> None:
-        for line in proc.stderr:
+        for line in stderr:
             line = line.rstrip("\n")
             tail.append(line)
             echo(line)
@@ -370,7 +397,7 @@ def _run(argv: list[str], echo: Callable[[str], None]) -> tuple[int, str, list[s
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:
-        out = proc.stdout.read()
+        out = stdout.read()
         proc.wait()
     except KeyboardInterrupt:
         proc.send_signal(2)  # the verb tears its own work down (e.g. a launch's gang)
@@ -380,7 +407,7 @@ def _run(argv: list[str], echo: Callable[[str], None]) -> tuple[int, str, list[s
     return proc.returncode, out, list(tail)
 
 
-def summarize(verb: str, doc: dict | None) -> list[str]:
+def summarize(verb: str, doc: JSONDoc | None) -> list[str]:
     """A few lines saying what a verb's JSON result found (pure), kept in the ladder record.
 
     A rung's verdict is its exit code; this is the evidence behind it, so the
@@ -423,11 +450,11 @@ def summarize(verb: str, doc: dict | None) -> list[str]:
     return []
 
 
-def _mib(n) -> str:
+def _mib(n: float | None) -> str:
     return f"{(n or 0) / 2**20:.1f} MiB"
 
 
-def _json_doc(text: str) -> dict | None:
+def _json_doc(text: str) -> JSONDoc | None:
     text = text.strip()
     if not text.startswith("{"):
         return None
@@ -446,7 +473,7 @@ def _run_id_from(lines: Sequence[str]) -> str | None:
     return None
 
 
-def _layer_of(doc: dict | None, text: str) -> tuple[str | None, str | None]:
+def _layer_of(doc: JSONDoc | None, text: str) -> tuple[str | None, str | None]:
     """The owning layer a verb's JSON result names for its failure, if any."""
     if not doc:
         return None, None

@@ -36,14 +36,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict, Unpack
 
 from orchestrator import cache as cache_mod
 from orchestrator import launch, runs
 from orchestrator.errors import ConfigError, OrchError
-from orchestrator.fleet import Fleet
-from orchestrator.transport import Transport
+from orchestrator.fleet import Fleet, WorkerRef
+from orchestrator.transport import Result, Transport
 
 SCHEMA_VERSION = 1
 DEFAULT_THRESHOLD = 0.5
@@ -59,6 +60,21 @@ EVIDENCE_PATTERNS = (
 EVIDENCE_KEEP = 3
 
 ReportFn = Callable[[str], None]
+# A launch record's `cache` section, as hostside/launch_cache.py writes it to JSON
+# (policy, role, writer, and per frontend its evidence); read defensively with .get.
+CacheRecord = Mapping[str, Any]
+
+
+class LaunchOptions(TypedDict, total=False):
+    """The options of `launch.execute` a restart check passes through to both launches."""
+
+    reclaim: bool
+    detach: bool
+    grace: float
+    failure_grace: float
+    start_timeout: float
+    lost_after: float
+    release_margin: float
 
 
 def _quiet(_text: str) -> None:
@@ -71,6 +87,8 @@ def _quiet(_text: str) -> None:
 
 @dataclass(frozen=True)
 class Expectation:
+    """Whether a process should reuse the cache on a warm restart, and why."""
+
     expected: bool
     why: str
 
@@ -126,9 +144,11 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
+        """Reused, or was never expected to."""
         return self.verdict == "reused" or not self.expected
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
+        """The verdict as the check's JSON result shows it."""
         return {
             "worker": self.worker,
             "process_id": self.process_id,
@@ -171,8 +191,8 @@ def evidence_lines(log: str) -> tuple[str, ...]:
 
 def judge(
     frontend: str,
-    cold: dict | None,
-    warm: dict | None,
+    cold: CacheRecord | None,
+    warm: CacheRecord | None,
     *,
     worker: str,
     process_id: int,
@@ -198,26 +218,29 @@ def judge(
     written = (int(ce.get("entries_after") or 0) - int(ce.get("entries_before") or 0)) if writes and ce else None
     fails = int(we.get("deserialize_failures") or 0)
     expected, why = exp.expected, exp.why
-    base = dict(
-        worker=worker,
-        process_id=process_id,
-        frontend=frontend,
-        role=role,
-        cold_compile_sec=cold_t,
-        warm_compile_sec=warm_t,
-        ratio=ratio,
-        hits=hits,
-        misses=misses,
-        compiles=(int(ce.get("compiles") or 0), int(we.get("compiles") or 0)),
-        entries_written=written,
-        entries_at_warm_start=available,
-        deserialize_failures=fails,
-        saved_sec=we.get("compile_time_saved_sec"),
-        evidence=tuple(log_lines),
-    )
 
     def verdict(v: str, cause: str, *, expected_now: bool = expected, why_now: str = why) -> Verdict:
-        return Verdict(**base, verdict=v, expected=expected_now, expectation=why_now, cause=cause)
+        return Verdict(
+            worker=worker,
+            process_id=process_id,
+            frontend=frontend,
+            role=role,
+            cold_compile_sec=cold_t,
+            warm_compile_sec=warm_t,
+            ratio=ratio,
+            hits=hits,
+            misses=misses,
+            compiles=(int(ce.get("compiles") or 0), int(we.get("compiles") or 0)),
+            entries_written=written,
+            entries_at_warm_start=available,
+            deserialize_failures=fails,
+            saved_sec=we.get("compile_time_saved_sec"),
+            evidence=tuple(log_lines),
+            verdict=v,
+            expected=expected_now,
+            expectation=why_now,
+            cause=cause,
+        )
 
     if not cold or not warm:
         missing = "cold" if not cold else "warm"
@@ -293,7 +316,8 @@ class RunSummary:
     elapsed: float
     record_dir: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
+        """The launch as the check's JSON result shows it."""
         return dict(self.__dict__)
 
 
@@ -312,22 +336,26 @@ class RestartCheck:
     runs: list[RunSummary] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     problem: str | None = None
-    cleaned: dict | None = None
+    cleaned: dict[str, object] | None = None  # what removing the check's cache root did
 
     @property
     def expected(self) -> list[Verdict]:
+        """The verdicts of processes expected to reuse."""
         return [v for v in self.verdicts if v.expected]
 
     @property
     def ok(self) -> bool:
+        """Every process expected to reuse did (and at least one was expected to)."""
         return self.problem is None and bool(self.expected) and all(v.passed for v in self.verdicts)
 
     @property
     def exit_code(self) -> int:
+        """The exit code of `orch restart-check`."""
         return 0 if self.ok else 1
 
     @property
     def message(self) -> str:
+        """One sentence: the problem, what failed, or what was proven."""
         if self.problem:
             return self.problem
         if not self.expected:
@@ -345,7 +373,8 @@ class RestartCheck:
             f"{'max ' if len(ratios) > 1 else ''}{max(ratios):.2f} <= {self.threshold:g})"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
+        """The check's JSON result."""
         return {
             "schema_version": SCHEMA_VERSION,
             "check_id": self.check_id,
@@ -372,7 +401,7 @@ def plan_runs(
     *,
     check_id: str,
     workdir: str | None = None,
-    extra_env=None,
+    extra_env: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> tuple[launch.LaunchPlan, launch.LaunchPlan]:
     """The cold and the warm launch: the same command and policy, both on the check's own cache root (pure)."""
@@ -400,10 +429,12 @@ def plan_runs(
 
 
 def new_check_id(now: float | None = None) -> str:
+    """A fresh check id, shaped like a run id."""
     return launch.new_run_id("restart-check", now)
 
 
-def _records(record: runs.RunRecord) -> dict[str, dict]:
+def _records(record: runs.RunRecord) -> dict[str, dict[str, Any]]:
+    """worker -> its launch record (JSON), {} where it is missing or unreadable."""
     out = {}
     for path in sorted((record.dir / "workers").glob("*.json")):
         try:
@@ -416,7 +447,7 @@ def _records(record: runs.RunRecord) -> dict[str, dict]:
 def _logs(plan: launch.LaunchPlan, transport: Transport) -> dict[str, str]:
     from orchestrator.remote import run_hostside
 
-    def one(worker):
+    def one(worker: WorkerRef) -> Result:
         return run_hostside(
             transport,
             worker,
@@ -436,13 +467,13 @@ def run(
     *,
     threshold: float = DEFAULT_THRESHOLD,
     workdir: str | None = None,
-    extra_env=None,
+    extra_env: Mapping[str, str] | None = None,
     timeout: float | None = None,
     keep: bool = False,
     check_id: str | None = None,
     report: ReportFn = _quiet,
     on_output: launch.OutputFn | None = None,
-    **launch_options,
+    **launch_options: Unpack[LaunchOptions],
 ) -> RestartCheck:
     """Run the cold and the warm launch and judge every process (see the module docstring)."""
     if not 0 < threshold <= 1:
@@ -451,16 +482,16 @@ def run(
     cold_plan, warm_plan = plan_runs(
         fleet, lane, argv, check_id=check_id, workdir=workdir, extra_env=extra_env, timeout=timeout
     )
-    procs = cold_plan.cache["processes"]
+    policy, mode, roots = _cache_section(cold_plan.cache)
     check = RestartCheck(
         check_id=check_id,
         lane=lane,
         platform=cold_plan.platform,
-        policy=cold_plan.cache["name"],
-        mode=cold_plan.cache["mode"],
+        policy=policy,
+        mode=mode,
         threshold=threshold,
         num_processes=cold_plan.num_processes,
-        roots={w: p["base"] for w, p in procs.items()},
+        roots=roots,
     )
     frontends = [f for f in cold_plan.frontends if f in cache_mod.FRONTENDS]
     if not frontends:
@@ -469,7 +500,7 @@ def run(
             "(jax or torch_xla): nothing to check"
         )
         return check
-    records: dict[str, dict[str, dict]] = {}
+    records: dict[str, dict[str, dict[str, Any]]] = {}
     try:
         for kind, plan in (("cold", cold_plan), ("warm", warm_plan)):
             report(
@@ -523,6 +554,14 @@ def run(
                 report(f"warning: could not remove the check's cache root: {cleared.errors or cleared.refused}")
 
 
+def _cache_section(cache: Mapping[str, object]) -> tuple[str | None, str, dict[str, str]]:
+    """(policy name, mode, worker -> the process's cache directory) of a launch plan's `cache` section."""
+    name, mode, procs = cache["name"], cache["mode"], cache["processes"]
+    if not (name is None or isinstance(name, str)) or not isinstance(mode, str) or not isinstance(procs, Mapping):
+        raise TypeError(f"not the cache section of a launch plan: {cache!r}")
+    return name, mode, {str(w): str(p["base"]) for w, p in procs.items()}
+
+
 def render(check: RestartCheck) -> str:
     """The check as a table, one row per process and frontend."""
     lines = [
@@ -551,9 +590,9 @@ def render(check: RestartCheck) -> str:
                     str(v.hits),
                 )
             )
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        for r in rows:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         lines.append("")
         for v in check.verdicts:
             lines.append(f"  process {v.process_id} {v.frontend}: {v.cause}")
@@ -566,5 +605,5 @@ def render(check: RestartCheck) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _num(x) -> str:
+def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"

@@ -18,10 +18,11 @@ import yaml
 
 from orchestrator.errors import ConfigError
 
-PathKey = tuple  # a tuple of str (mapping keys) and int (sequence indices)
+# Mapping keys (str, or another YAML scalar) and sequence indices (int), outermost first.
+PathKey = tuple[object, ...]
 
 
-def format_path(path: Iterable[Any]) -> str:
+def format_path(path: Iterable[object]) -> str:
     """Render ('lanes', 'cpu', 'workers', 2) as lanes.cpu.workers[2]."""
     out = ""
     for part in path:
@@ -42,23 +43,23 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 class Located:
     """A loaded document together with the line of every path in it."""
 
-    data: Any
+    data: Any  # plain data as PyYAML constructs it (its constructors are typed Any)
     file: Path
     lines: dict[PathKey, int] = field(default_factory=dict)
 
-    def line(self, path: Iterable[Any]) -> int:
+    def line(self, path: Iterable[object]) -> int:
         """Line of the deepest recorded prefix of `path` (1-based)."""
-        path = tuple(path)
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
+        key: PathKey = tuple(path)
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key[:-1]
         return self.lines.get((), 1)
 
-    def where(self, path: Iterable[Any]) -> str:
+    def where(self, path: Iterable[object]) -> str:
         """`file:line yaml.path` for error messages."""
-        path = tuple(path)
-        return f"{self.file.name}:{self.line(path)} {format_path(path)}"
+        key = tuple(path)
+        return f"{self.file.name}:{self.line(key)} {format_path(key)}"
 
 
 def load(path: Path, *, what: str = "file") -> Located:
@@ -92,7 +93,7 @@ def loads(text: str, path: Path) -> Located:
 class _Builder:
     """Turns a composed node graph into plain data, recording lines by path."""
 
-    def __init__(self, located: Located, file: Path):
+    def __init__(self, located: Located, file: Path) -> None:
         self.located = located
         self.file = file
         self.loader = yaml.SafeLoader("")
@@ -108,7 +109,7 @@ class _Builder:
             return items
         return self.loader.construct_object(node, deep=True)
 
-    def _mapping(self, node: yaml.MappingNode, path: PathKey) -> dict:
+    def _mapping(self, node: yaml.MappingNode, path: PathKey) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         name = self.file.name
         for key_node, value_node in node.value:

@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from orchestrator.bundle import WheelMeta, lock_bundle
-from orchestrator.bundlecheck import Finding, check_bundle, check_wheels
+from orchestrator.bundle.check import Finding, check_bundle, check_wheels
 from orchestrator.cli import main
 from orchestrator.fleet import load_fleet
 

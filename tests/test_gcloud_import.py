@@ -239,6 +239,10 @@ def test_every_problem_is_listed_at_once(tmp_path):
         ),
         (lambda d: d.update(acceleratorType=32), "tpu.json: acceleratorType: expected a string, got a number"),
         (
+            lambda d: (d.update(acceleratorType=""), d["acceleratorConfig"].update(topology="4by4")),
+            "tpu.json: acceleratorType: empty, and acceleratorConfig does not give a valid type",
+        ),
+        (
             lambda d: d.update(name="projects/p/locations/z/nodes/My TPU!"),
             "tpu.json: name: 'My TPU!' is not a valid slice name (letters, digits, '.', '_' or '-')",
         ),

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from orchestrator.cli import Context
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def register(main: click.Group) -> None:
     main.add_command(bundle)
 
 
-def _fleet_option(fn):
+def _fleet_option(fn: F) -> F:
     """`--fleet` after the verb too (`orch bundle lock NAME --fleet PATH`)."""
 
-    def remember(ctx: click.Context, _param, value):
+    def remember(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
         if value:
             from orchestrator.cli import Context
 
-            ctx.find_object(Context).fleet_path = value
+            context = ctx.find_object(Context)
+            assert context is not None  # the `orch` group always sets one
+            context.fleet_path = value
         return value
 
     return click.option(
@@ -32,7 +41,7 @@ def _fleet_option(fn):
     )(fn)
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -41,11 +50,11 @@ def _size(n: int) -> str:
 
 
 @click.group()
-def bundle():
+def bundle() -> None:
     """Lock and check bundles: exact wheels for a pinned stack."""
 
 
-def _bundle_name(obj, name: str | None, lane: str | None) -> str:
+def _bundle_name(obj: Context, name: str | None, lane: str | None) -> str:
     """NAME, or the bundle of --lane."""
     if bool(name) == bool(lane):
         raise click.UsageError("give a bundle NAME or --lane LANE (one of them)")
@@ -64,7 +73,7 @@ def _bundle_name(obj, name: str | None, lane: str | None) -> str:
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @click.pass_obj
-def lock(obj, name, lane, interpreter, as_json):
+def lock(obj: Context, name: str | None, lane: str | None, interpreter: str | None, as_json: bool) -> None:
     """Resolve bundle NAME with pip and write its lock file next to fleet.yaml.
 
     Every wheel, dependencies included, is fetched into the controller's wheel
@@ -102,13 +111,13 @@ def lock(obj, name, lane, interpreter, as_json):
 @click.option("--python", "interpreter", metavar="EXE", help="Run pip with this interpreter (unlocked bundles).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every finding.")
 @click.pass_obj
-def check(obj, name, lane, interpreter, as_json):
+def check(obj: Context, name: str | None, lane: str | None, interpreter: str | None, as_json: bool) -> None:
     """Cross-check the wheels of bundle NAME against each other; exit 1 on any error.
 
     Reads the lock when there is one; otherwise each pin's own wheel metadata,
     without dependencies, so conflicting pins can still be checked.
     """
-    from orchestrator.bundlecheck import check_bundle
+    from orchestrator.bundle.check import check_bundle
 
     name = _bundle_name(obj, name, lane)
     report = check_bundle(obj.fleet(), name, interpreter=interpreter)
@@ -132,11 +141,11 @@ def check(obj, name, lane, interpreter, as_json):
 
 
 @bundle.command()
-@click.option("--lane", "lanes", multiple=True, help="Only this lane (repeatable; default: every lane).")
+@click.option("--lane", "lane_options", multiple=True, help="Only this lane (repeatable; default: every lane).")
 @_fleet_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def status(obj, lanes, as_json):
+def status(obj: Context, lane_options: tuple[str, ...], as_json: bool) -> None:
     """Show the active bundle on every worker; flag lanes whose workers disagree.
 
     A lane whose workers run different bundles (a mixed stack inside one lane)
@@ -145,14 +154,14 @@ def status(obj, lanes, as_json):
     from orchestrator import deploy as core
 
     fleet = obj.fleet()
-    lanes = list(lanes) or list(fleet.model.lanes)
+    lanes = list(lane_options) or list(fleet.model.lanes)
     for ln in lanes:
         fleet.lane(ln)
     workers = [w for ln in lanes for w in fleet.lane_workers(ln)]
     with obj.transport(workers) as transport:
         docs = core.status(fleet, transport, lanes)
     mixed = core.disagreements(fleet, docs, lanes)
-    expected = {}
+    expected: dict[str, str] = {}
     for ln in lanes:
         path = fleet.lock_path(fleet.lane(ln).bundle)
         if path.exists():

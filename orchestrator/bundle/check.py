@@ -21,10 +21,10 @@ Each finding is an error or a warning naming the two wheels and the requirement.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -32,17 +32,18 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.bundle import (
-    Lock,
+from orchestrator.bundle.lockfile import Lock, WheelMeta, read_lock
+from orchestrator.bundle.resolve import (
     ResolutionError,
-    Target,
-    WheelMeta,
     parse_requirements,
     pip_interpreter,
     pip_resolve,
-    read_lock,
     requirement_applies,
 )
+from orchestrator.bundle.target import WheelTarget
+
+if TYPE_CHECKING:
+    from orchestrator.fleet import Bundle, Fleet
 
 Severity = Literal["error", "warning"]
 
@@ -66,7 +67,7 @@ class Finding:
     def __str__(self) -> str:
         return f"{self.severity}: {self.message}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "severity": self.severity,
             "kind": self.kind,
@@ -101,7 +102,7 @@ class CheckReport:
     def ok(self) -> bool:
         return not self.errors
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "schema_version": 1,
             "bundle": self.bundle,
@@ -121,7 +122,7 @@ class CheckReport:
 # Entry point
 
 
-def check_bundle(fleet, name: str, *, interpreter: str | None = None) -> CheckReport:
+def check_bundle(fleet: Fleet, name: str, *, interpreter: str | None = None) -> CheckReport:
     """Check bundle `name` of `fleet` from its lock, or from its pins' metadata when unlocked."""
     bundle = fleet.bundle(name)
     tpu_lanes = sorted(
@@ -141,7 +142,8 @@ def check_bundle(fleet, name: str, *, interpreter: str | None = None) -> CheckRe
 
 
 def _ordered(findings: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
+    seen: set[str] = set()
+    out: list[Finding] = []
     for f in sorted(findings, key=lambda f: f.severity != "error"):
         if f.message not in seen:
             seen.add(f.message)
@@ -150,7 +152,7 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
 
 
 def _index_metadata(
-    name: str, bundle, base_dir: Path, interpreter: str | None
+    name: str, bundle: Bundle, base_dir: Path, interpreter: str | None
 ) -> tuple[list[WheelMeta], list[Finding]]:
     """Each pin's own wheel metadata, without dependencies; pins that do not resolve become findings."""
     python = pip_interpreter(bundle.python, interpreter)
@@ -161,7 +163,7 @@ def _index_metadata(
         pass
     wheels: list[WheelMeta] = []
     findings: list[Finding] = []
-    target = Target(bundle.python)
+    target = WheelTarget(bundle.python)
     for pin in bundle.pins:
         try:
             resolution = pip_resolve(name, bundle, base_dir, pins=[pin], no_deps=True, interpreter=python)
@@ -182,7 +184,7 @@ def _index_metadata(
     return wheels, findings
 
 
-def _lock_vs_spec(name: str, lock: Lock, bundle) -> list[Finding]:
+def _lock_vs_spec(name: str, lock: Lock, bundle: Bundle) -> list[Finding]:
     out = []
     redo = f"re-run `orch bundle lock {name}`"
     if lock.python != bundle.python:
@@ -223,10 +225,10 @@ def check_wheels(
     *,
     complete: bool,
     tpu_lanes: Sequence[str] = (),
-    target: Target | None = None,
+    target: WheelTarget | None = None,
 ) -> list[Finding]:
     """Cross-check `wheels` (the bundle's wheels; with `complete`, its whole dependency closure)."""
-    target = target or Target(python)
+    target = target or WheelTarget(python)
     by_name = {w.name: w for w in wheels}
     pin_reqs = [Requirement(p) for p in pins]
     pinned = {canonicalize_name(r.name) for r in pin_reqs}
@@ -240,7 +242,7 @@ def check_wheels(
     return findings
 
 
-def _has(dep: WheelMeta, pinned: set[str]) -> str:
+def _has(dep: WheelMeta, pinned: Set[str]) -> str:
     return f"the bundle {'pins' if dep.name in pinned else 'has'} {dep.label}"
 
 
@@ -276,41 +278,15 @@ def _tag_python(tag: Tag) -> str:
     return tag.interpreter if tag.abi in ("none", tag.interpreter) else f"{tag.interpreter}-{tag.abi}"
 
 
-def _check_python_and_platform(wheel: WheelMeta, target: Target) -> list[Finding]:
-    out = []
-    py = f"Python {target.python}"
-    if wheel.requires_python:
-        try:
-            if not SpecifierSet(wheel.requires_python).contains(Version(target.python), prereleases=True):
-                out.append(
-                    Finding(
-                        "error",
-                        "python",
-                        f"{wheel.label} requires Python {wheel.requires_python}, "
-                        f"but the bundle's Python is {target.python}",
-                        wheel=wheel.label,
-                        other=py,
-                        requirement=f"Requires-Python {wheel.requires_python}",
-                    )
-                )
-        except (InvalidSpecifier, InvalidVersion):
-            out.append(
-                Finding(
-                    "warning",
-                    "python",
-                    f"{wheel.label}: unreadable Requires-Python '{wheel.requires_python}'",
-                    wheel=wheel.label,
-                )
-            )
+def _check_python_and_platform(wheel: WheelMeta, target: WheelTarget) -> list[Finding]:
+    out = _check_requires_python(wheel, target)
     tags = {t for text in wheel.tags for t in parse_tag(text)}
     supported = set(target.supported_tags())
     if tags & supported:
         return out
     pairs = {(t.interpreter, t.abi) for t in supported}
-    platforms = set(target.platforms()) | {"any"}
-    built_for = ", ".join(sorted({_tag_python(t) for t in tags}))
-    plats = ", ".join(sorted({t.platform for t in tags}))
     if not any((t.interpreter, t.abi) in pairs for t in tags):
+        built_for = ", ".join(sorted({_tag_python(t) for t in tags}))
         out.append(
             Finding(
                 "error",
@@ -318,48 +294,75 @@ def _check_python_and_platform(wheel: WheelMeta, target: Target) -> list[Finding
                 f"{wheel.label} ({wheel.filename}) is built for {built_for}, "
                 f"but the bundle's Python is {target.python}",
                 wheel=wheel.label,
-                other=py,
+                other=f"Python {target.python}",
                 requirement=f"wheel tag {built_for}",
             )
         )
-    elif not any(t.platform in platforms for t in tags):
-        newer = [t.platform for t in tags if _glibc_of(t.platform, target.machine)]
-        if newer:
-            glibc = min(_glibc_of(p, target.machine) for p in newer)
-            out.append(
-                Finding(
-                    "warning",
-                    "platform",
-                    f"{wheel.label} ({wheel.filename}) needs glibc "
-                    f"{glibc[0]}.{glibc[1]}, newer than the glibc {target.max_glibc[0]}."
-                    f"{target.max_glibc[1]} of TPU VM images",
-                    wheel=wheel.label,
-                    other=f"linux {target.machine}",
-                    requirement=f"platform tag {plats}",
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    "error",
-                    "platform",
-                    f"{wheel.label} ({wheel.filename}) is built for {plats}, not linux {target.machine}",
-                    wheel=wheel.label,
-                    other=f"linux {target.machine}",
-                    requirement=f"platform tag {plats}",
-                )
-            )
     else:
-        out.append(
-            Finding(
-                "error",
-                "platform",
-                f"{wheel.label} ({wheel.filename}): no tag fits {target.describe()}",
-                wheel=wheel.label,
-                requirement=f"wheel tags {plats}",
-            )
-        )
+        out.append(_platform_finding(wheel, tags, target))
     return out
+
+
+def _check_requires_python(wheel: WheelMeta, target: WheelTarget) -> list[Finding]:
+    if not wheel.requires_python:
+        return []
+    try:
+        fits = SpecifierSet(wheel.requires_python).contains(Version(target.python), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return [
+            Finding(
+                "warning",
+                "python",
+                f"{wheel.label}: unreadable Requires-Python '{wheel.requires_python}'",
+                wheel=wheel.label,
+            )
+        ]
+    if fits:
+        return []
+    return [
+        Finding(
+            "error",
+            "python",
+            f"{wheel.label} requires Python {wheel.requires_python}, but the bundle's Python is {target.python}",
+            wheel=wheel.label,
+            other=f"Python {target.python}",
+            requirement=f"Requires-Python {wheel.requires_python}",
+        )
+    ]
+
+
+def _platform_finding(wheel: WheelMeta, tags: set[Tag], target: WheelTarget) -> Finding:
+    """Why a wheel built for the right Python has no tag the target accepts."""
+    plats = ", ".join(sorted({t.platform for t in tags}))
+    if any(t.platform in {*target.platforms(), "any"} for t in tags):
+        return Finding(
+            "error",
+            "platform",
+            f"{wheel.label} ({wheel.filename}): no tag fits {target.describe()}",
+            wheel=wheel.label,
+            requirement=f"wheel tags {plats}",
+        )
+    newer = [glibc for t in tags if (glibc := _glibc_of(t.platform, target.machine))]
+    if newer:
+        glibc = min(newer)
+        return Finding(
+            "warning",
+            "platform",
+            f"{wheel.label} ({wheel.filename}) needs glibc "
+            f"{glibc[0]}.{glibc[1]}, newer than the glibc {target.max_glibc[0]}."
+            f"{target.max_glibc[1]} of TPU VM images",
+            wheel=wheel.label,
+            other=f"linux {target.machine}",
+            requirement=f"platform tag {plats}",
+        )
+    return Finding(
+        "error",
+        "platform",
+        f"{wheel.label} ({wheel.filename}) is built for {plats}, not linux {target.machine}",
+        wheel=wheel.label,
+        other=f"linux {target.machine}",
+        requirement=f"platform tag {plats}",
+    )
 
 
 def _glibc_of(platform: str, machine: str) -> tuple[int, int] | None:
@@ -404,55 +407,66 @@ def _kind(wheel: str, dep: str) -> str:
 
 
 def _check_requirements(
-    pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], pinned: set[str], target: Target, complete: bool
+    pin_reqs: list[Requirement], by_name: dict[str, WheelMeta], pinned: Set[str], target: WheelTarget, complete: bool
 ) -> list[Finding]:
     env = target.marker_environment()
     extras = _requested_extras(pin_reqs, by_name, env)
     out = []
     for wheel in by_name.values():
         for req in parse_requirements(wheel):
-            dep_name = canonicalize_name(req.name)
-            via = requirement_applies(req, env, extras[wheel.name])
-            implied = False
-            if via is None and dep_name == "libtpu" and wheel.name in TPU_FRONTENDS:
-                # The release's libtpu, even when its [tpu] extra is not requested.
-                via = requirement_applies(req, env, {"tpu"})
-                implied = via is not None
+            via, implied = _applies(wheel, req, env, extras[wheel.name])
             if via is None or req.url:
                 continue
-            label = f"{wheel.label} [{via}]" if via else wheel.label
-            dep = by_name.get(dep_name)
-            if dep is None:
-                # Without a lock only the pins are known; their dependencies come with the lock.
-                if complete and not implied:
-                    out.append(
-                        Finding(
-                            "error",
-                            "missing",
-                            f"{label} requires {_req_text(req)}, but the bundle has no {req.name}",
-                            wheel=label,
-                            other=req.name,
-                            requirement=_req_text(req),
-                        )
-                    )
-                continue
-            if not req.specifier or req.specifier.contains(dep.version, prereleases=True):
-                continue
-            severity: Severity = TPU_FRONTENDS[wheel.name] if implied else "error"
-            message = f"{label} requires {_req_text(req)}, but {_has(dep, pinned)}"
-            if implied:
-                message += f" ({wheel.project}'s [tpu] extra is not requested)"
-            out.append(
-                Finding(
-                    severity,
-                    _kind(wheel.name, dep_name),
-                    message,
-                    wheel=label,
-                    other=dep.label,
-                    requirement=_req_text(req),
-                )
-            )
+            finding = _requirement_finding(wheel, req, via, implied, by_name, pinned, complete)
+            if finding is not None:
+                out.append(finding)
     return out
+
+
+def _applies(wheel: WheelMeta, req: Requirement, env: dict[str, str], extras: set[str]) -> tuple[str | None, bool]:
+    """As `requirement_applies`, and whether it applies only as the libtpu of a frontend's release."""
+    via = requirement_applies(req, env, extras)
+    if via is None and canonicalize_name(req.name) == "libtpu" and wheel.name in TPU_FRONTENDS:
+        # The release's libtpu, even when its [tpu] extra is not requested.
+        via = requirement_applies(req, env, {"tpu"})
+        return via, via is not None
+    return via, False
+
+
+def _requirement_finding(
+    wheel: WheelMeta,
+    req: Requirement,
+    via: str,
+    implied: bool,
+    by_name: dict[str, WheelMeta],
+    pinned: Set[str],
+    complete: bool,
+) -> Finding | None:
+    """The finding for one applicable requirement of `wheel`, if the bundle does not satisfy it."""
+    label = f"{wheel.label} [{via}]" if via else wheel.label
+    dep_name = canonicalize_name(req.name)
+    dep = by_name.get(dep_name)
+    if dep is None:
+        # Without a lock only the pins are known; their dependencies come with the lock.
+        if not complete or implied:
+            return None
+        return Finding(
+            "error",
+            "missing",
+            f"{label} requires {_req_text(req)}, but the bundle has no {req.name}",
+            wheel=label,
+            other=req.name,
+            requirement=_req_text(req),
+        )
+    if not req.specifier or req.specifier.contains(dep.version, prereleases=True):
+        return None
+    severity: Severity = TPU_FRONTENDS[wheel.name] if implied else "error"
+    message = f"{label} requires {_req_text(req)}, but {_has(dep, pinned)}"
+    if implied:
+        message += f" ({wheel.project}'s [tpu] extra is not requested)"
+    return Finding(
+        severity, _kind(wheel.name, dep_name), message, wheel=label, other=dep.label, requirement=_req_text(req)
+    )
 
 
 def _release(version: str) -> tuple[int, ...] | None:
@@ -462,7 +476,7 @@ def _release(version: str) -> tuple[int, ...] | None:
         return None
 
 
-def _check_torch_xla_line(by_name: dict[str, WheelMeta], pinned: set[str]) -> list[Finding]:
+def _check_torch_xla_line(by_name: dict[str, WheelMeta], pinned: Set[str]) -> list[Finding]:
     xla = by_name.get("torch-xla")
     if xla is None or any(canonicalize_name(r.name) == "torch" for r in parse_requirements(xla)):
         return []  # a declared requirement is checked with the others
@@ -497,7 +511,7 @@ def _check_torch_xla_line(by_name: dict[str, WheelMeta], pinned: set[str]) -> li
     return []
 
 
-def _check_tpu_runtime(by_name: dict[str, WheelMeta], tpu_lanes: Sequence[str], target: Target) -> list[Finding]:
+def _check_tpu_runtime(by_name: dict[str, WheelMeta], tpu_lanes: Sequence[str], target: WheelTarget) -> list[Finding]:
     if not tpu_lanes or "libtpu" in by_name:
         return []
     frontends = [w for w in by_name.values() if w.name in TPU_FRONTENDS]
