@@ -154,7 +154,7 @@ def test_worker_addresses_count_up_from_the_base_and_stay_on_loopback():
 
 
 def test_a_missing_sshd_names_the_package_to_install(monkeypatch):
-    monkeypatch.setattr(sandbox, "SSHD", "/nonexistent/sshd")
+    monkeypatch.setattr(sandbox.sshd, "SSHD", "/nonexistent/sshd")
     with pytest.raises(SandboxError) as err:
         sandbox.preflight()
     assert (err.value.message, err.value.hint) == (
@@ -342,7 +342,7 @@ def sandbox_pids(directory: Path) -> set[int]:
     state = sandbox.load_state(directory)
     found = set()
     for w in state.workers:
-        found |= sandbox._worker_processes(w)
+        found |= sandbox.worker_processes(w)
     return found
 
 

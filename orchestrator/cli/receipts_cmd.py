@@ -6,8 +6,17 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from orchestrator.cli import Context
+    from orchestrator.fleet import Fleet
+    from orchestrator.launch import LaunchPlan
+    from orchestrator.receipts import Comparison, GatherResult, Report
+    from orchestrator.runs import RunRecord
+    from orchestrator.transport import Transport
 
 
 def register(main: click.Group) -> None:
@@ -15,7 +24,7 @@ def register(main: click.Group) -> None:
         main.add_command(command)
 
 
-def _record_and_fleet(obj, ref: str):
+def _record_and_fleet(obj: Context, ref: str) -> tuple[RunRecord, Fleet]:
     from orchestrator import runs
 
     record = runs.find_run(ref)
@@ -25,7 +34,7 @@ def _record_and_fleet(obj, ref: str):
     return record, obj.fleet()
 
 
-def gather_lines(result) -> list[str]:
+def gather_lines(result: GatherResult) -> list[str]:
     """The gather result in a few lines (also used at the end of `orch launch`)."""
     done = [w for w in result.workers.values() if w.status == "complete"]
     copied = sum(len(w.copied) for w in result.workers.values())
@@ -53,7 +62,7 @@ def gather_lines(result) -> list[str]:
     return lines
 
 
-def run_gather(record, transport, plan=None):
+def run_gather(record: RunRecord, transport: Transport, plan: LaunchPlan | None = None) -> GatherResult:
     from orchestrator import receipts
 
     return receipts.gather(record, transport, plan=plan)
@@ -63,7 +72,7 @@ def run_gather(record, transport, plan=None):
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def gather_(obj, run, as_json):
+def gather_(obj: Context, run: str, as_json: bool) -> None:
     """Copy every worker's receipt and logs of RUN to runs/<run-id>/<worker>/.
 
     Parallel and resumable: files already copied are not fetched again. A
@@ -85,11 +94,11 @@ def gather_(obj, run, as_json):
 # -- report ---------------------------------------------------------------------------
 
 
-def _num(v, digits: int = 4) -> str:
+def _num(v: float | None, digits: int = 4) -> str:
     return "-" if v is None else f"{v:.{digits}g}"
 
 
-def render_report(r) -> str:
+def render_report(r: Report) -> str:
     """The report as text."""
     from orchestrator.receipts import STACK_KEYS
 
@@ -131,7 +140,7 @@ def render_report(r) -> str:
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     have = [x for x in r.rows if x.has_receipt]
     keys = [k for k in STACK_KEYS if any(x.versions.get(k) for x in have)] + sorted(
         {k for x in have for k in x.versions} - set(STACK_KEYS)
@@ -142,7 +151,7 @@ def render_report(r) -> str:
         kw = max(len(k) for k in [*keys, *extra])
         for k in keys:
             vals = {x.worker: x.versions.get(k) for x in have}
-            reported = {x.versions_reported.get(k) for x in have} - {None} - set(vals.values())
+            reported = {v for x in have if (v := x.versions_reported.get(k)) is not None} - set(vals.values())
             text = (
                 vals[have[0].worker]
                 if len(set(vals.values())) == 1
@@ -150,8 +159,8 @@ def render_report(r) -> str:
             )
             lines.append(f"  {k:<{kw}}  {text}" + (f"  (reported {', '.join(sorted(reported))})" if reported else ""))
         for k in extra:
-            vals = {x.versions_reported.get(k) for x in have}
-            lines.append(f"  {k:<{kw}}  {', '.join(sorted(str(v) for v in vals))}  (reported)")
+            seen = {x.versions_reported.get(k) for x in have}
+            lines.append(f"  {k:<{kw}}  {', '.join(sorted(str(v) for v in seen))}  (reported)")
         metrics = sorted({m for x in have for m in x.metrics})
         if metrics:
             lines += ["", "metrics:"]
@@ -195,7 +204,7 @@ def render_report(r) -> str:
     metavar="FILE",
     help="Also write a static HTML page with a plot of per-worker compile and step times.",
 )
-def report_(run, as_json, html_file):
+def report_(run: str, as_json: bool, html_file: str | None) -> None:
     """One view of RUN from its receipts: per worker versions, bundle, device, backend, timings, exit; flags.
 
     Reads the controller's copies (`orch gather RUN` fetches them; `orch launch`
@@ -218,7 +227,7 @@ def report_(run, as_json, html_file):
 # -- compare -------------------------------------------------------------------------
 
 
-def render_comparison(c) -> str:
+def render_comparison(c: Comparison) -> str:
     from orchestrator.receipts import format_value
 
     la, lb = c.a.label, c.b.label
@@ -254,7 +263,7 @@ def render_comparison(c) -> str:
     help="Compare runs from different lanes or bundles (the stack differences are printed first).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def compare_(run_a, run_b, allow_cross_lane, as_json):
+def compare_(run_a: str, run_b: str, allow_cross_lane: bool, as_json: bool) -> None:
     """Two runs side by side, every figure labelled with its lane and bundle.
 
     Runs from different lanes or bundles are not comparable by default:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -22,7 +24,7 @@ def register(main: click.Group) -> None:
 
 
 @click.group("sandbox")
-def sandbox_group():
+def sandbox_group() -> None:
     """A local pod slice: one real sshd per worker, in its own namespaces, on loopback."""
 
 
@@ -53,7 +55,7 @@ def sandbox_group():
     metavar="S",
     help="Seconds to wait for every sshd to answer.",
 )
-def up(workers, dir_, lanes, base_address, timeout):
+def up(workers: int, dir_: str | None, lanes: tuple[str, ...], base_address: str, timeout: float) -> None:
     """Start the workers and write DIR/fleet.yaml."""
     state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout)
     first, last = state.workers[0].address, state.workers[-1].address
@@ -71,7 +73,7 @@ def up(workers, dir_, lanes, base_address, timeout):
 
 @sandbox_group.command()
 @DIR_OPTION
-def down(dir_):
+def down(dir_: str | None) -> None:
     """Stop every worker and remove the sandbox's files."""
     result = sandbox.down(sandbox.sandbox_dir(dir_))
     if not result.stopped and not result.killed and not result.removed:
@@ -86,7 +88,7 @@ def down(dir_):
 @sandbox_group.command()
 @DIR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(dir_, as_json):
+def status(dir_: str | None, as_json: bool) -> None:
     """Show each worker: address, hostname, sshd pid, running/paused/dead."""
     st = sandbox.status(sandbox.sandbox_dir(dir_))
     if as_json:
@@ -114,11 +116,11 @@ def status(dir_, as_json):
     Console().print(table)
 
 
-def _fault_command(name: str, verb, past: str, doc: str):
+def _fault_command(name: str, verb: Callable[[Path, str], sandbox.WorkerAction], past: str, doc: str) -> click.Command:
     @sandbox_group.command(name, help=doc)
     @click.argument("worker", metavar="W")
     @DIR_OPTION
-    def command(worker, dir_):
+    def command(worker: str, dir_: str | None) -> None:
         action = verb(sandbox.sandbox_dir(dir_), worker)
         click.echo(f"{action.name} {past} ({len(action.pids)} process(es))")
 
