@@ -26,8 +26,9 @@ import tempfile
 import threading
 import time
 import zipfile
+from typing import Any
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, lease
 from hostside.files import sha256_file as _sha256
 from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
@@ -36,6 +37,8 @@ COMPLETE = ".orch-complete"
 MANIFEST = "orch-bundle.json"
 HEARTBEAT_EVERY = 30.0  # seconds between heartbeats while a long action runs
 LONG_ACTIONS = ("receive", "fetch", "install")
+# The deploy lock is a heartbeat lease (hostside.lease) with these field names on disk.
+LOCK_FIELDS = lease.Fields(token="token", heartbeat="heartbeat")
 
 
 class DeployFailure(Exception):
@@ -72,20 +75,18 @@ def _drop_corrupt(layout: Layout, wheels: list[dict]) -> list[str]:
     return bad
 
 
-def _read_lock(path: str) -> dict | None:
-    """The lane's lock holder, or None. A lock we cannot parse (torn by a crash,
-    or written by hand) ages from its mtime, so it is not taken while fresh."""
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except FileNotFoundError:
+def _read_lock(path: str) -> lease.Reading:
+    """The lane's lock file, as read (never raises on its content)."""
+    return lease.read(path, LOCK_FIELDS)
+
+
+def _holder(reading: lease.Reading) -> dict[str, Any] | None:
+    """The lock's holder as the controller sees it; an unreadable lock shows as such, with its mtime."""
+    if reading.state == "absent":
         return None
-    except (OSError, ValueError):
-        try:
-            mtime = os.path.getmtime(path)
-        except OSError:
-            return None
-        return {"holder": "unreadable lock file", "heartbeat": mtime}
+    if reading.state == "unreadable":
+        return {"holder": "unreadable lock file", "reason": reading.reason, "heartbeat": reading.mtime}
+    return reading.doc
 
 
 @contextlib.contextmanager
@@ -101,22 +102,6 @@ def _lane_mutex(layout: Layout, lane: str):
         yield
     finally:
         os.close(fd)  # drops the flock
-
-
-def _create_lock(path: str, lock: dict) -> bool:
-    """Create the lock file complete in one step (write a temp file, link it into
-    place): readers never see an empty lock. False if a lock already exists."""
-    fd, tmp = tempfile.mkstemp(prefix=".deploy.lock-", dir=os.path.dirname(path))
-    try:
-        os.fchmod(fd, 0o644)  # readable by `bundle status` of other users, like before
-        with os.fdopen(fd, "w") as fh:
-            json.dump(lock, fh)
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
 
 
 def describe_holder(holder: dict | None) -> str:
@@ -138,10 +123,10 @@ class _LockLost(DeployFailure):
 def _require_lock(layout: Layout, req: dict, step: str) -> None:
     """Raise unless the lane's lock still carries this deploy's token (call
     under the lane mutex when acting on the answer)."""
-    holder = _read_lock(layout.deploy_lock(req["lane"]))
-    if not holder or holder.get("token") != req["holder"]["token"]:
+    reading = _read_lock(layout.deploy_lock(req["lane"]))
+    if not reading.is_ours(req["holder"]["token"]):
         raise _LockLost(
-            f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(holder)}); "
+            f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(_holder(reading))}); "
             f"not {step}, the previous bundle stays active"
         )
 
@@ -162,19 +147,19 @@ def _begin(layout: Layout, req: dict) -> dict:
     lock_path = layout.deploy_lock(lane)
     now = time.time()
     recovered = None
-    holder = _read_lock(lock_path)
-    if holder is not None:
-        age = now - float(holder.get("heartbeat", 0))
-        stale = age > float(req.get("stale_after", 300)) or holder.get("token") in req.get("steal", [])
-        if not stale:
-            return {"state": "locked", "holder": holder, "heartbeat_age": round(age, 1)}
-        recovered = holder
-        os.unlink(lock_path)
+    reading = _read_lock(lock_path)
+    if reading.state != "absent":
+        verdict = lease.judge(reading, now=now, ttl=float(req.get("stale_after", 300)), unreadable="age-by-mtime")
+        stolen = reading.token is not None and reading.token in req.get("steal", [])
+        if verdict.state == "live" and not stolen:
+            return {"state": "locked", "holder": _holder(reading), "heartbeat_age": round(verdict.age or 0.0, 1)}
+        recovered = _holder(reading)
+        lease.remove_stale(lock_path, LOCK_FIELDS, reading, str(os.getpid()))
     active = _env_id(layout, layout.active(lane))
     if active == bundle_id and _complete(layout, bundle_id):
         return {"state": "unchanged", "active": active, "recovered_lock": recovered}
-    if not _create_lock(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
-        return {"state": "locked", "holder": _read_lock(lock_path), "heartbeat_age": 0.0}
+    if not lease.create(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
+        return {"state": "locked", "holder": _holder(_read_lock(lock_path)), "heartbeat_age": 0.0}
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {
         "state": "locked-by-us",
@@ -522,13 +507,8 @@ def unlock(req: dict) -> dict:
         return {"released": _release(layout, req)}
 
 
-def _release(layout: Layout, req: dict) -> bool:
-    path = layout.deploy_lock(req["lane"])
-    holder = _read_lock(path)
-    if holder and holder.get("token") == req["holder"]["token"]:
-        os.unlink(path)
-        return True
-    return False
+def _release(layout: Layout, req: dict[str, Any]) -> bool:
+    return lease.release(layout.deploy_lock(req["lane"]), LOCK_FIELDS, req["holder"]["token"])
 
 
 def rollback(req: dict) -> dict:
@@ -575,7 +555,7 @@ def status(req: dict) -> dict:
             "previous": _env_id(layout, layout.previous(lane)),
             "complete": bool(active) and _complete(layout, active),
             "bundle": (manifest or {}).get("bundle"),
-            "lock": _read_lock(layout.deploy_lock(lane)),
+            "lock": _holder(_read_lock(layout.deploy_lock(lane))),
         }
     return {"lanes": lanes}
 
@@ -608,11 +588,10 @@ def _heartbeat(req: dict) -> dict:
     layout = Layout(req["root"])
     path = layout.deploy_lock(req["lane"])
     with _lane_mutex(layout, req["lane"]):
-        holder = _read_lock(path)
-        if holder and holder.get("token") == req["holder"].get("token"):
-            _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())), mode=0o644)  # as created
-            return {"refreshed": True, "holder": None}
-    return {"refreshed": False, "holder": holder}
+        reading = lease.refresh(path, LOCK_FIELDS, str(req["holder"].get("token")), now=time.time())
+    if reading.is_ours(req["holder"].get("token")):
+        return {"refreshed": True, "holder": None}
+    return {"refreshed": False, "holder": _holder(reading)}
 
 
 @contextlib.contextmanager

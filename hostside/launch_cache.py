@@ -60,9 +60,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
-from hostside import SCHEMA_VERSION, receipt_facts
-from hostside import launch_proc as lp
+from hostside import SCHEMA_VERSION, lease, procfs, receipt_facts
 
 FRONTENDS = ("jax", "torch_xla")
 LEASE_FILE = "writer.lease"
@@ -73,6 +74,8 @@ BUNDLE_PLACEHOLDER = "{bundle_id}"
 # the hash alone in 2.9, `<hash>.bin` in some older lines): every visible file.
 ENTRY_SUFFIX = {"jax": "-cache", "torch_xla": None}
 LEASE_ATTEMPTS = 6
+# The writer lease is a heartbeat lease (hostside.lease) with these field names on disk.
+LEASE_FIELDS = lease.Fields(token="nonce", heartbeat="heartbeat_at")
 
 JAX_HITS = "/jax/compilation_cache/cache_hits"
 JAX_MISSES = "/jax/compilation_cache/cache_misses"
@@ -116,80 +119,61 @@ def count_entries(path: str | None, frontend: str) -> dict:
 # The writer lease
 
 
-def judge_lease(doc: dict | None, *, now: float, hostname: str, ttl: float, alive=lp.alive) -> tuple[str, str]:
-    """("none" | "live" | "stale", why) for a lease document.
+def judge_lease(
+    reading: lease.Reading, *, now: float, hostname: str, ttl: float, alive: Callable[..., bool] = procfs.alive
+) -> tuple[str, str]:
+    """("none" | "live" | "stale", why) for a writer lease as read.
 
     On the holder's own host the holder's pid decides (a killed holder is
-    stale at once); elsewhere only the heartbeat can, so a lease is stale
-    when it has not been rewritten for `ttl` seconds.
+    stale at once); elsewhere only the heartbeat can (hostside.lease.judge),
+    so a lease is stale when it has not been rewritten for `ttl` seconds. An
+    unreadable lease is stale.
     """
-    if doc is None:
+    if reading.state == "absent":
         return "none", "no writer lease"
-    holder = doc.get("holder") or {}
-    beat = doc.get("heartbeat_at")
-    if not isinstance(beat, (int, float)):
-        return "stale", "the lease file is unreadable or has no heartbeat"
-    age = now - beat
-    if holder.get("hostname") == hostname and not alive(holder.get("pid"), holder.get("starttime")):
-        return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
-    if age > ttl:
-        return "stale", f"its heartbeat expired {age:.0f}s ago (ttl {ttl:g}s)"
-    return "live", f"heartbeat {max(age, 0.0):.1f}s ago"
+    if reading.state == "held":
+        holder = _holder_of(reading)
+        pid, start = holder.get("pid"), holder.get("starttime")
+        pid = pid if isinstance(pid, int) else None
+        start = start if isinstance(start, int) else None
+        if holder.get("hostname") == hostname and not alive(pid, start):
+            return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
+    verdict = lease.judge(reading, now=now, ttl=ttl, unreadable="stale")
+    return verdict.state, verdict.reason
 
 
-def describe_holder(holder: dict) -> str:
+def _holder_of(reading: lease.Reading) -> dict[str, Any]:
+    holder = reading.doc.get("holder")
+    return holder if isinstance(holder, dict) else {}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """Who holds a writer lease, for messages."""
     return (
         f"{holder.get('worker', '?')} (host {holder.get('hostname', '?')}, pid {holder.get('pid', '?')}, "
         f"run {holder.get('run_id', '?')}, bundle {holder.get('bundle_id', '?')})"
     )
 
 
-def _write_new(path: str, doc: dict) -> bool:
-    """Create `path` holding `doc` only if it does not exist (atomic: readers never see half a file)."""
-    tmp = f"{path}.tmp-{doc['nonce']}"
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    try:
-        os.link(tmp, path)  # atomic and exclusive, also on NFS
-        return True
-    except FileExistsError:
-        return False
-    except OSError:
-        # A filesystem without hard links: O_EXCL creation, then the content.
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=1)
-        return True
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
 class Lease:
-    """The single writer's lease on one cache directory, with its heartbeat thread."""
+    """The single writer's lease on one cache directory (a hostside.lease), with its heartbeat thread."""
 
-    def __init__(self, path: str, holder: dict, *, ttl: float, interval: float):
+    def __init__(self, path: str, holder: dict[str, Any], *, ttl: float, interval: float):
         self.path = path
         self.holder = holder
         self.ttl = ttl
         self.interval = interval
         self.nonce = secrets.token_hex(8)
-        self.acquired = None  # "new" | "reclaimed"
-        self.reclaimed_from = None  # the previous holder and why it was reclaimed
+        self.acquired: str | None = None  # "new" | "reclaimed"
+        self.reclaimed_from: dict[str, Any] | None = None  # the previous holder and why it was reclaimed
         self.state = "unheld"  # held | released | lost
-        self.lost_reason = None
+        self.lost_reason: str | None = None
         self.heartbeats = 0
-        self.on_lost = None  # called once (from the heartbeat thread) when the lease is lost
+        self.on_lost: Callable[[Lease], None] | None = None  # called once (heartbeat thread) when lost
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
-    def _doc(self, now: float) -> dict:
+    def _doc(self, now: float) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": "cache-writer-lease",
@@ -206,48 +190,31 @@ class Lease:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         hostname = socket.gethostname()
         for _ in range(LEASE_ATTEMPTS):
-            if _write_new(self.path, self._doc(time.time())):
+            if lease.create(self.path, self._doc(time.time())):
                 self.acquired = "reclaimed" if self.reclaimed_from else "new"
                 self.state = "held"
                 return
-            current = lp.read_json(self.path)
-            if current is None and not os.path.exists(self.path):
+            current = lease.read(self.path, LEASE_FIELDS)
+            if current.state == "absent":
                 continue  # released in between
             state, why = judge_lease(current, now=time.time(), hostname=hostname, ttl=self.ttl)
             if state == "live":
-                holder = (current or {}).get("holder") or {}
+                holder = _holder_of(current)
                 raise CacheRefusal(
                     f"the compilation cache {os.path.dirname(self.path)} already has a live writer: "
                     f"{describe_holder(holder)}, {why}. A second writer is refused; wait for that run to end "
                     f"or stop it (orch stop {holder.get('run_id', 'RUN')})"
                 )
-            # Abandoned: move it aside (one contender wins the rename), then create ours.
-            aside = f"{self.path}.stale-{self.nonce}"
-            try:
-                os.rename(self.path, aside)
-            except FileNotFoundError:
-                continue
-            moved = lp.read_json(aside)
-            if (moved or {}).get("nonce") != (current or {}).get("nonce"):
-                # Someone else's fresh lease: put it back untouched and look again.
-                try:
-                    os.link(aside, self.path)
-                except OSError:
-                    pass
-                os.unlink(aside)
-                continue
-            os.unlink(aside)
-            self.reclaimed_from = {
-                **((current or {}).get("holder") or {}),
-                "reason": why,
-                "heartbeat_at": (current or {}).get("heartbeat_at"),
-            }
+            if not lease.remove_stale(self.path, LEASE_FIELDS, current, self.nonce):
+                continue  # someone else's fresh lease, or already gone: look again
+            self.reclaimed_from = {**_holder_of(current), "reason": why, "heartbeat_at": current.heartbeat}
         raise CacheRefusal(
             f"could not take the writer lease {self.path} after {LEASE_ATTEMPTS} attempts "
             "(other writers keep taking it)"
         )
 
     def start(self) -> None:
+        """Start the heartbeat thread."""
         self._thread = threading.Thread(target=self._beat, name="orch-cache-lease", daemon=True)
         self._thread.start()
 
@@ -263,42 +230,41 @@ class Lease:
 
     def beat(self) -> bool:
         """Rewrite the heartbeat if the lease is still ours; False once it is not."""
-        current = lp.read_json(self.path)
-        if current is None and os.path.exists(self.path):
+        try:
+            current = lease.refresh(
+                self.path, LEASE_FIELDS, self.nonce, now=time.time(), extra={"heartbeats": self.heartbeats + 1}
+            )
+        except OSError as exc:
+            self.lost_reason = f"heartbeat failed: {exc}"
+            return True
+        if current.state == "unreadable":
             return True  # unreadable for a moment: look again at the next beat
-        if (current or {}).get("nonce") != self.nonce:
+        if not current.is_ours(self.nonce):
             self.state = "lost"
             self.lost_reason = (
                 "the lease file was removed"
-                if current is None
-                else f"taken over by {describe_holder(current.get('holder') or {})}"
+                if current.state == "absent"
+                else f"taken over by {describe_holder(_holder_of(current))}"
             )
             return False
         self.heartbeats += 1
-        try:
-            lp.write_json_atomic(self.path, {**current, "heartbeat_at": time.time(), "heartbeats": self.heartbeats})
-        except OSError as exc:
-            self.lost_reason = f"heartbeat failed: {exc}"
         return True
 
     def release(self) -> None:
+        """Stop the heartbeat and remove the lease if it is still ours."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2 * self.interval + 1)
         if self.state != "held":
             return
-        current = lp.read_json(self.path)
-        if (current or {}).get("nonce") == self.nonce:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+        if lease.release(self.path, LEASE_FIELDS, self.nonce):
             self.state = "released"
         else:
             self.state = "lost"
             self.lost_reason = self.lost_reason or "the lease was not ours any more at exit"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
+        """The lease as the process's record shows it."""
         return {
             "path": self.path,
             "state": self.state,
@@ -476,7 +442,7 @@ def init(doc: dict, rec) -> dict:
             "worker": doc["worker"],
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
-            "starttime": (lp.stat(os.getpid()) or {}).get("starttime"),
+            "starttime": (procfs.stat(os.getpid()) or {}).get("starttime"),
             "run_id": doc["run_id"],
             "lane": doc["lane"],
             "bundle_id": bundle_id,
@@ -699,18 +665,16 @@ def _bundle_dirs(lane_dir: str | None) -> list[str]:
     return sorted(e for e in os.listdir(lane_dir) if not e.startswith(".") and os.path.isdir(os.path.join(lane_dir, e)))
 
 
-def _lease_view(path: str, ttl: float) -> dict:
-    doc = lp.read_json(path)
-    if doc is None and os.path.exists(path):
-        doc = {}
-    state, why = judge_lease(doc, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
-    out = {"state": state, "reason": why, "path": path}
-    if doc:
+def _lease_view(path: str, ttl: float) -> dict[str, Any]:
+    reading = lease.read(path, LEASE_FIELDS)
+    state, why = judge_lease(reading, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
+    out: dict[str, Any] = {"state": state, "reason": why, "path": path}
+    if reading.state == "held":
         out.update(
             {
-                "holder": doc.get("holder"),
-                "heartbeat_at": doc.get("heartbeat_at"),
-                "acquired_at": doc.get("acquired_at"),
+                "holder": reading.doc.get("holder"),
+                "heartbeat_at": reading.heartbeat,
+                "acquired_at": reading.doc.get("acquired_at"),
             }
         )
     return out
