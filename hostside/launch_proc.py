@@ -14,14 +14,13 @@ slice).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
-from collections.abc import Callable
 from typing import Any
 
 from hostside import files, procfs
+
 # Re-exported (`X as X`): callers of this module use these names.
 from hostside.procfs import alive as alive
 from hostside.procfs import cmdline as cmdline

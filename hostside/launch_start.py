@@ -2,8 +2,8 @@
 
 Reads the launch document on stdin and writes it into the run directory it
 names, owner-only (it holds the run's environment), refusing a run directory
-that already holds a run or a stop; then starts the supervisor detached (its own session, stdio away from the SSH channel), so the
-run outlives this SSH session: the controller watches it with
+that already holds a run or a stop; then starts the supervisor detached
+(its own session, stdio away from the SSH channel), so the run outlives this SSH session: the controller watches it with
 `hostside.launch_watch` and ends it with `hostside.launch_ctl stop`.
 Prints one JSON document: the supervisor's and the user process's ids.
 """

@@ -77,7 +77,7 @@ def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
     for rel in sorted(set(manifest(directory)) - set(wanted)):
         os.unlink(os.path.join(directory, rel))
         deleted.append(rel)
-    for dirpath, dirnames, filenames in os.walk(directory, topdown=False):
+    for dirpath, _dirnames, _filenames in os.walk(directory, topdown=False):
         if dirpath != directory and not os.listdir(dirpath) and os.path.basename(dirpath) not in SKIP_DIRS:
             os.rmdir(dirpath)
     have = manifest(directory)

@@ -47,14 +47,9 @@ import traceback
 
 from hostside import SCHEMA_VERSION, receipt_facts, redact
 from hostside import launch_proc as lp
+from hostside.folklore import FOLKLORE_VARS as FOLKLORE
+from hostside.frontends import MODULES as FRONTEND_MODULES
 
-# Stale folklore refused on every lane (FIELD-GUIDE section 3), on top of the
-# profile's own `forbid` list.
-FOLKLORE = {
-    "XLA_USE_BF16": "breaks the current Pallas attention path; set dtypes in code instead",
-    "XLA_USE_SPMD": "is not the SPMD switch; the launcher calls torch_xla.runtime.use_spmd() itself",
-}
-FRONTEND_MODULES = {"torch_xla": ("torch", "torch_xla"), "torch": ("torch",), "jax": ("jax",)}
 RELEASE_POLL = 0.005
 
 

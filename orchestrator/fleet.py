@@ -12,23 +12,19 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from hostside.folklore import FOLKLORE_VARS as FOLKLORE_VARS  # a profile setting one is refused
+from hostside.pins import is_exact, project_names
 from orchestrator.errors import ConfigError
 from orchestrator.yamlsrc import Located, did_you_mean, format_path, load
 
 FLEET_ENV = "ORCH_FLEET"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 DEFAULT_ROOT = "/var/lib/orch"
-# Folklore that breaks current stacks (FIELD-GUIDE section 3); a profile that
-# sets one of these in `env` is refused even if it forgets to forbid it.
-FOLKLORE_VARS = {
-    "XLA_USE_BF16": "breaks the current Pallas attention path; use dtype policy in code",
-    "XLA_USE_SPMD": "is not the SPMD switch; the launcher calls torch_xla.runtime.use_spmd()",
-}
 
 
 class _Model(BaseModel):
@@ -142,7 +138,7 @@ class Bundle(_Model):
     @model_validator(mode="after")
     def _pins_are_pinned(self) -> Bundle:
         for pin in self.pins:
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*===?\s*\S+$", pin):
+            if not is_exact(pin):
                 raise PydanticCustomError(
                     "unpinned", "pin '{pin}' is not exact; expected NAME==VERSION (e.g. 'jax==0.10.2')", {"pin": pin}
                 )
@@ -202,7 +198,7 @@ class CachePolicy(_Model):
     )
 
 
-WorkerSpec = Union[int, str]
+WorkerSpec = int | str
 
 
 class Lane(_Model):
@@ -671,7 +667,7 @@ def _is_within(path: str, parent: str) -> bool:
 
 def _bundle_has(model: FleetModel, bundle: str, dist: str) -> bool:
     b = model.bundles.get(bundle)
-    return bool(b) and any(re.split(r"[\[=<>! ]", pin, 1)[0].lower().replace("_", "-") == dist for pin in b.pins)
+    return b is not None and dist in project_names(b.pins)
 
 
 def json_schema() -> dict:

@@ -12,11 +12,12 @@ row; no worker is ever dropped from the report.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 
 from hostside import redact
+from hostside.frontends import CACHE_FRONTENDS, bundle_frontends, provable
+from hostside.pins import pinned_versions
 from orchestrator.cache import cache_plan
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.policy import runtime_policy
@@ -52,7 +53,6 @@ CHECK_LAYER = {
     "runtime": "runtime-proof",
     "cache": "cache",
 }
-CACHE_FRONTENDS = ("jax", "torch_xla")
 
 
 # ---------------------------------------------------------------------------
@@ -91,24 +91,6 @@ class ProbePlan:
         }
 
 
-def parse_pins(pins) -> dict[str, str]:
-    """['jax==0.10.2', 'torch_xla[tpu]==2.9.0'] -> {'jax': '0.10.2', 'torch-xla': '2.9.0'}."""
-    out = {}
-    for pin in pins:
-        m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*===?\s*(\S+)\s*$", pin)
-        if m:
-            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3)
-    return out
-
-
-def bundle_frontends(pins: dict[str, str], platform: str | None) -> list[str]:
-    """Frontends a bundle brings, from its pins (torch alone counts only on a cpu lane)."""
-    out = [f for f, dist in (("jax", "jax"), ("torch_xla", "torch-xla"), ("torch_tpu", "torch-tpu")) if dist in pins]
-    if "torch" in pins and not {"torch-xla", "torch-tpu"} & set(pins) and platform != "tpu":
-        out.append("torch")
-    return out
-
-
 def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict]:
     """The cache directories a worker of `lane` uses, and whether it writes or only reads them.
 
@@ -137,9 +119,10 @@ def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout
         return doc
     lane = fleet.lane(worker.lane)
     bundle = fleet.bundle(lane.bundle)
-    pins = parse_pins(bundle.pins)
+    pins = pinned_versions(bundle.pins)
     policy = runtime_policy(fleet, worker.lane, worker)
-    frontends = bundle_frontends(pins, lane.platform)
+    # What the launcher imports (hostside.frontends), less what cannot prove the lane's platform.
+    frontends = list(provable(bundle_frontends(bundle.pins), lane.platform))
     doc.update(
         {
             "platform": lane.platform,

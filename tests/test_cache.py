@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from hostside import launch_cache as lc
-from hostside import lease
 from hostside import launch_proc as lp
+from hostside import lease
 from hostside.layout import Layout
 from orchestrator import cache
 from orchestrator import restart_check as rc
