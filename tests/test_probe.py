@@ -593,3 +593,17 @@ def test_the_summary_counts_verdicts_and_lists_failing_workers_by_layer_in_layer
         "layers": {"transport": ["w2"], "runtime-proof": ["w1", "w3"]},
     }
     assert [r["worker"] for r in report.to_dict()["rows"]] == ["w0", "w1", "w2", "w3"]
+
+
+def test_the_runtime_child_program_reports_a_frontend_it_cannot_import(tmp_path):
+    """hostside/probe_runtime.py runs as the bundle's Python would run it (`-c`, no hostside on its path)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    rc, out, err, timed_out = probe_runtime_check.run_child(
+        [sys.executable, "-c", probe_runtime_check.runtime_source(), "torch_tpu", probe_runtime_check.RESULT_MARK],
+        env,
+        60,
+    )
+    verdict = probe_runtime_check.parse_runtime_output("torch_tpu", out, err, rc, intended="tpu")
+    assert not timed_out and rc == 1
+    assert verdict["status"] == "fail" and "No module named 'torch" in verdict["summary"]
+    assert verdict["result"]["frontend"] == "torch_tpu" and "elapsed" in verdict["result"]
