@@ -61,7 +61,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from hostside import SCHEMA_VERSION, lease, procfs, receipt_facts
 
@@ -94,24 +94,26 @@ class CacheRefusal(Exception):
 # Entries on disk
 
 
-def count_entries(path: str | None, frontend: str) -> dict:
+def count_entries(path: str | None, frontend: str) -> dict[str, Any]:
     """{path, exists, entries, bytes, last_write} of one frontend's cache directory."""
-    out = {"path": path, "exists": bool(path) and os.path.isdir(path), "entries": 0, "bytes": 0, "last_write": None}
-    if not out["exists"]:
+    exists = bool(path) and os.path.isdir(str(path))
+    out: dict[str, Any] = {"path": path, "exists": exists, "entries": 0, "bytes": 0, "last_write": None}
+    if not path or not exists:
         return out
     suffix = ENTRY_SUFFIX.get(frontend)
-    last = None
+    last: float | None = None
+    entries = size = 0
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
             try:
                 st = os.stat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            out["bytes"] += st.st_size
+            size += st.st_size
             last = st.st_mtime if last is None else max(last, st.st_mtime)
             if (suffix and name.endswith(suffix)) or (not suffix and not name.startswith(".")):
-                out["entries"] += 1
-    out["last_write"] = last
+                entries += 1
+    out.update(entries=entries, bytes=size, last_write=last)
     return out
 
 
@@ -285,23 +287,23 @@ class Lease:
 class JaxEvidence:
     """Counts JAX's compilation-cache and compile events (jax.monitoring listeners)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self.durations: dict[str, float] = {}
         self.duration_counts: dict[str, int] = {}
         self.writes_refused = 0
 
-    def on_event(self, event: str, **_kwargs) -> None:
+    def on_event(self, event: str, **_kwargs: Any) -> None:
         with self.lock:
             self.counts[event] = self.counts.get(event, 0) + 1
 
-    def on_duration(self, event: str, duration: float, **_kwargs) -> None:
+    def on_duration(self, event: str, duration: float, **_kwargs: Any) -> None:
         with self.lock:
             self.durations[event] = self.durations.get(event, 0.0) + float(duration)
             self.duration_counts[event] = self.duration_counts.get(event, 0) + 1
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         with self.lock:
             c, d, n = dict(self.counts), dict(self.durations), dict(self.duration_counts)
         hits, requests = c.get(JAX_HITS, 0), c.get(JAX_REQUESTS, 0)
@@ -322,7 +324,7 @@ class JaxEvidence:
         }
 
 
-def torch_xla_evidence() -> dict:
+def torch_xla_evidence() -> dict[str, Any]:
     """torch_xla's persistent-cache counters and compile time (its metrics, read at exit)."""
     import torch_xla.debug.metrics as met
 
@@ -345,14 +347,26 @@ def torch_xla_evidence() -> dict:
 # The launcher's session
 
 
+class RecordLike(Protocol):
+    """The launcher's per-process record, as far as the cache policy writes to it."""
+
+    data: dict[str, Any]
+
+    def step(self, name: str, status: str, started: float, detail: str = "", **extra: Any) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def save(self) -> None: ...
+
+
 class Session:
     """What init() set up in this process, for close()."""
 
-    def __init__(self, rec, state: dict, frontends: list[str]):
+    def __init__(self, rec: RecordLike, state: dict[str, Any], frontends: list[str]):
         self.rec = rec
         self.state = state
         self.frontends = frontends
-        self.jax = None
+        self.jax: JaxEvidence | None = None
         self.lease: Lease | None = None
 
 
@@ -360,12 +374,17 @@ _SESSION: Session | None = None
 _CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY")
 
 
+def _own_starttime() -> int | None:
+    st = procfs.stat(os.getpid())
+    return st["starttime"] if st else None
+
+
 def bundle_id_of_this_python() -> str | None:
     """The bundle id of the environment this process runs in (<root>/envs/<bundle-id>), if it is one."""
     return receipt_facts.bundle_id()
 
 
-def init(doc: dict, rec) -> dict:
+def init(doc: dict[str, Any], rec: RecordLike) -> dict[str, Any]:
     """Apply this process's cache plan before the first computation; returns the record's `cache` section."""
     global _SESSION
     t0 = time.time()
@@ -375,12 +394,13 @@ def init(doc: dict, rec) -> dict:
     role = plan.get("role") or "off"
     bundle_id = bundle_id_of_this_python()
 
-    def fill(path):
+    def fill(path: str | None) -> str | None:
         return path.replace(BUNDLE_PLACEHOLDER, bundle_id or BUNDLE_PLACEHOLDER) if path else None
 
-    roots = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
+    # A root the plan leaves out is None; the frontend setup below then fails loudly, as it should.
+    roots: dict[str, Any] = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
     frontends = [f for f in doc.get("frontends", []) if f in FRONTENDS]
-    state = {
+    state: dict[str, Any] = {
         "policy": mode,
         "name": cache.get("name"),
         "role": role,
@@ -442,13 +462,16 @@ def init(doc: dict, rec) -> dict:
             "worker": doc["worker"],
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
-            "starttime": (procfs.stat(os.getpid()) or {}).get("starttime"),
+            "starttime": _own_starttime(),
             "run_id": doc["run_id"],
             "lane": doc["lane"],
             "bundle_id": bundle_id,
             "process_id": doc["process_id"],
         }
-        lease = Lease(fill(plan["lease"]), holder, ttl=ttl, interval=interval)
+        lease_path = fill(plan.get("lease"))
+        if not lease_path:
+            raise CacheRefusal(f"the cache plan for {doc['worker']} is a writer's but names no writer lease")
+        lease = Lease(lease_path, holder, ttl=ttl, interval=interval)
         try:
             lease.acquire()
         except CacheRefusal:
@@ -487,7 +510,7 @@ def init(doc: dict, rec) -> dict:
     return state
 
 
-def _listen_to_jax(state: dict) -> JaxEvidence | None:
+def _listen_to_jax(state: dict[str, Any]) -> JaxEvidence | None:
     evidence = JaxEvidence()
     try:
         import jax.monitoring as monitoring
@@ -502,7 +525,7 @@ def _listen_to_jax(state: dict) -> JaxEvidence | None:
     return evidence
 
 
-def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, doc: dict) -> None:
+def _setup_jax(root: str, role: str, state: dict[str, Any], evidence: JaxEvidence | None, doc: dict[str, Any]) -> None:
     import jax
     from jax._src import compilation_cache as cc
 
@@ -551,18 +574,18 @@ def _refuse_jax_writes(evidence: JaxEvidence | None) -> None:
     if getattr(original, "__orch_refuses__", False):
         return
 
-    def put_executable_and_time(*_args, **_kwargs):
+    def put_executable_and_time(*_args: Any, **_kwargs: Any) -> None:
         """orch: this process reads the cache and never writes it."""
         if evidence is not None:
             evidence.writes_refused += 1
         return None
 
-    put_executable_and_time.__wrapped__ = original
-    put_executable_and_time.__orch_refuses__ = True
+    setattr(put_executable_and_time, "__wrapped__", original)  # noqa: B010 (a function attribute mypy does not know)
+    setattr(put_executable_and_time, "__orch_refuses__", True)  # noqa: B010
     cc.put_executable_and_time = put_executable_and_time
 
 
-def _stop_writing(lease: Lease, state: dict, session: Session) -> None:
+def _stop_writing(lease: Lease, state: dict[str, Any], session: Session) -> None:
     """A writer that lost its lease (paused past the TTL and reclaimed, say) must not go on writing
     beside the new holder: JAX writes are refused from here on; torch_xla cannot be made read-only
     once initialised, which the record says."""
@@ -576,7 +599,7 @@ def _stop_writing(lease: Lease, state: dict, session: Session) -> None:
     print(f"orch launcher: {text}", file=sys.stderr, flush=True)
 
 
-def _setup_torch_xla(root: str, role: str, state: dict) -> None:
+def _setup_torch_xla(root: str, role: str, state: dict[str, Any]) -> None:
     import torch_xla.runtime as xr
 
     readonly = role == "reader"
@@ -633,7 +656,7 @@ def close() -> None:
         )
 
 
-def _note_overrides(state: dict) -> None:
+def _note_overrides(state: dict[str, Any]) -> None:
     """Say so when the program pointed a frontend's cache somewhere else than the policy did."""
     configured = state.get("configured") or {}
     if configured.get("jax") and "jax" in sys.modules:
@@ -680,13 +703,13 @@ def _lease_view(path: str, ttl: float) -> dict[str, Any]:
     return out
 
 
-def status(req: dict) -> dict:
+def status(req: dict[str, Any]) -> dict[str, Any]:
     lane_dir, ttl = req.get("lane_dir"), float(req.get("ttl") or 20.0)
     active = req.get("active")
     active_id = os.path.basename(os.path.realpath(active)) if active and os.path.exists(active) else None
     bundles = []
     for bundle_id in _bundle_dirs(lane_dir):
-        base = os.path.join(lane_dir, bundle_id)
+        base = os.path.join(str(lane_dir), bundle_id)
         bundles.append(
             {
                 "bundle_id": bundle_id,
@@ -697,11 +720,11 @@ def status(req: dict) -> dict:
             }
         )
     checks_dir = req.get("checks_dir")
-    checks = sorted(os.listdir(checks_dir)) if checks_dir and os.path.isdir(checks_dir) else []
+    checks = sorted(os.listdir(checks_dir)) if isinstance(checks_dir, str) and os.path.isdir(checks_dir) else []
     return {
         "ok": True,
         "lane_dir": lane_dir,
-        "exists": bool(lane_dir) and os.path.isdir(lane_dir),
+        "exists": isinstance(lane_dir, str) and os.path.isdir(lane_dir),
         "active_bundle": active_id,
         "bundles": bundles,
         "checks": checks,
@@ -719,7 +742,7 @@ def _size(path: str) -> int:
     return total
 
 
-def clear(req: dict) -> dict:
+def clear(req: dict[str, Any]) -> dict[str, Any]:
     ttl = float(req.get("ttl") or 20.0)
     scope_dir = req.get("scope_dir")
     if scope_dir:
@@ -737,7 +760,7 @@ def clear(req: dict) -> dict:
     lane_dir = req.get("lane_dir")
     removed, refused, freed = [], [], 0
     for bundle_id in _bundle_dirs(lane_dir):
-        base = os.path.join(lane_dir, bundle_id)
+        base = os.path.join(str(lane_dir), bundle_id)
         lease = _lease_view(os.path.join(base, LEASE_FILE), ttl)
         if lease["state"] == "live":
             refused.append(

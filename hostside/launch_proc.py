@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hostside import files, procfs
@@ -54,7 +55,7 @@ def read_json(path: str) -> Any:
 # -- processes of a run ----------------------------------------------------------
 
 
-def describe(pid: int) -> dict:
+def describe(pid: int) -> dict[str, Any]:
     """pid, command line and, if it belongs to an orch run, that run's id."""
     env = environ(pid) or {}
     return {
@@ -65,19 +66,20 @@ def describe(pid: int) -> dict:
     }
 
 
-def verified_pgid(pidinfo: dict | None) -> int | None:
+def verified_pgid(pidinfo: dict[str, Any] | None) -> int | None:
     """The run's process group id, only while its leader is the process we started.
 
     Once the leader is gone its pid (and so the group id) may be reused by
     anyone; then only the environment identifies the run's processes.
     """
     info = pidinfo or {}
-    if info.get("pgid") and alive(info.get("pid"), info.get("starttime")):
-        return info["pgid"]
+    pgid = info.get("pgid")
+    if isinstance(pgid, int) and pgid and alive(info.get("pid"), info.get("starttime")):
+        return pgid
     return None
 
 
-def run_members(run_id: str, worker: str, pidinfo: dict | None) -> list[int]:
+def run_members(run_id: str, worker: str, pidinfo: dict[str, Any] | None) -> list[int]:
     """Live processes of run `run_id` on `worker`: its verified group and session, or its environment."""
     me = os.getpid()
     pgid = verified_pgid(pidinfo)
@@ -98,7 +100,9 @@ def run_members(run_id: str, worker: str, pidinfo: dict | None) -> list[int]:
     return out
 
 
-def terminate(find, *, grace: float, pgid: int | None = None, poll: float = 0.02) -> dict:
+def terminate(
+    find: Callable[[], list[int]], *, grace: float, pgid: int | None = None, poll: float = 0.02
+) -> dict[str, Any]:
     """TERM what `find()` returns (and the process group), wait up to `grace`, then KILL the rest.
 
     Returns {"term": [...], "kill": [...], "left": [...], "elapsed": s}.

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
@@ -22,7 +23,7 @@ from hostside import launch_proc as lp
 START_WAIT = 15.0
 
 
-def start(doc: dict) -> dict:
+def start(doc: dict[str, Any]) -> dict[str, Any]:
     """Write the run's launch file (owner-only: it holds the run's environment, credentials included)
     and start the supervisor; refuses a run directory that already holds a run, or a stopped run."""
     run_dir = doc["run_dir"]

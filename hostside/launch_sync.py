@@ -20,6 +20,7 @@ import os
 import shutil
 import sys
 import tarfile
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside.files import sha256_file as file_hash
@@ -39,9 +40,9 @@ SKIP_DIRS = {
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
-def manifest(directory: str) -> dict[str, list]:
+def manifest(directory: str) -> dict[str, list[Any]]:
     """relpath -> [sha256, mode] of the regular files under `directory` (symlinks and caches skipped)."""
-    files: dict[str, list] = {}
+    files: dict[str, list[Any]] = {}
     if not os.path.isdir(directory):
         return files
     for dirpath, dirnames, filenames in os.walk(directory):
@@ -55,7 +56,7 @@ def manifest(directory: str) -> dict[str, list]:
     return files
 
 
-def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
+def apply(directory: str, wanted: dict[str, list[Any]], archive: str | None) -> dict[str, Any]:
     os.makedirs(directory, exist_ok=True)
     changed = []
     if archive:
@@ -67,7 +68,10 @@ def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
                 dest = os.path.join(directory, rel)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 tmp = f"{dest}.orch-sync-{os.getpid()}"
-                with tar.extractfile(member) as src, open(tmp, "wb") as out:
+                src = tar.extractfile(member)
+                if src is None:  # not a regular file after all
+                    continue
+                with src, open(tmp, "wb") as out:
                     shutil.copyfileobj(src, out)
                 os.chmod(tmp, wanted[rel][1])
                 os.replace(tmp, dest)

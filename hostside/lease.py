@@ -70,7 +70,7 @@ def parse(text: str, fields: Fields) -> Reading:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        return Reading("unreadable", reason=f"not JSON ({exc.msg})")
+        return Reading("unreadable", reason=f"not JSON ({getattr(exc, 'msg', exc)})")
     if not isinstance(doc, dict):
         return Reading("unreadable", reason=f"a JSON {type(doc).__name__}, not an object")
     token, beat = doc.get(fields.token), doc.get(fields.heartbeat)

@@ -99,7 +99,7 @@ def check_bundle(req: dict[str, Any], state: dict[str, Any]) -> Check:
         # Before the first deploy a shallow probe only asks "is the host ready for one?".
         c.mark("warn", f"lane {lane} has no bundle deployed here yet ({link} does not exist)")
         return c
-    if bundle_id is None or not os.path.isdir(env):
+    if bundle_id is None or env is None or not os.path.isdir(env):
         c.mark(
             "fail",
             f"lane {lane} has no active bundle here ({link} "

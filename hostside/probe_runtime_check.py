@@ -19,6 +19,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from types import FrameType
+from typing import Any
 
 from hostside import probe_runtime, redact
 from hostside.probe_check import Check
@@ -63,7 +65,7 @@ def parse_runtime_output(
     intended: str | None,
     timed_out: float | None = None,
     extra_log: str = "",
-) -> dict:
+) -> dict[str, Any]:
     """Judge one frontend's runtime child from what it printed.
 
     Returns {frontend, status, summary, evidence, result}. A frontend that ran
@@ -130,7 +132,7 @@ def parse_runtime_output(
     }
 
 
-def child_environment(policy: dict, base: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def child_environment(policy: dict[str, Any], base: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The child's environment: `base` minus forbidden variables, plus the policy env.
 
     Returns (env, forbidden variables that were set and got removed).
@@ -168,7 +170,7 @@ def run_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int
         except OSError:
             pass
 
-    def on_termination(signum, _frame):
+    def on_termination(signum: int, _frame: FrameType | None) -> None:
         # The child has a session of its own (so a timeout kills all of it); when the probe itself is
         # ended (the transport's `timeout`, a dropped connection) it must not live on holding libtpu.
         kill_group()
@@ -209,7 +211,7 @@ def read_libtpu_errors(log_dir: str, since: float) -> str:
     return "\n".join(dict.fromkeys(lines))
 
 
-def check_runtime(req: dict, state: dict, deadline: float) -> Check:
+def check_runtime(req: dict[str, Any], state: dict[str, Any], deadline: float) -> Check:
     c = Check("runtime")
     if not req.get("deep", True):
         c.status, c.summary = "skip", "shallow probe"

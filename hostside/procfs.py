@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 LOCKS = "/proc/locks"
 # TPU chip device nodes. /dev/vfio/vfio is the VFIO container node every VFIO user opens: not a chip.
@@ -160,7 +161,17 @@ def pids() -> list[int]:
     return sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 
 
-def stat(pid: int) -> dict[str, int | str] | None:
+class ProcStat(TypedDict):
+    """The fields of /proc/<pid>/stat that orch uses."""
+
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    starttime: int  # clock ticks since boot: with the pid, a process's identity
+
+
+def stat(pid: int) -> ProcStat | None:
     """state, ppid, pgid, sid and starttime (clock ticks since boot) of `pid`, or None."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -182,7 +193,7 @@ def stat(pid: int) -> dict[str, int | str] | None:
 
 def alive(pid: int | None, starttime: int | None = None) -> bool:
     """True when `pid` runs (not a zombie) and, if given, started at `starttime` (no pid reuse)."""
-    if not pid or pid <= 0:
+    if not isinstance(pid, int) or pid <= 0:  # pid files are read from disk: anything may be there
         return False
     st = stat(pid)
     if st is None or st["state"] in ("Z", "X"):

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hostside.deploy import describe_holder
 from orchestrator.bundle import CachedWheel
@@ -62,7 +63,7 @@ class DeployPlan:
     def bundle_bytes(self) -> int:
         return sum(w.size for w in self.wheels) + self.uv.size
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "lane": self.lane,
             "bundle": self.bundle,
@@ -94,12 +95,12 @@ class WorkerOutcome:
     reason: str | None = None
     bytes_from_controller: int = 0
     bytes_from_peer: int = 0
-    recovered_lock: dict | None = None
+    recovered_lock: dict[str, Any] | None = None
     previous: str | None = None
     elapsed: float = 0.0
-    phases: dict = field(default_factory=dict)
+    phases: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -119,7 +120,7 @@ class DeployReport:
     def controller_bytes(self) -> int:
         return sum(o.bytes_from_controller for o in self.outcomes.values())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": 1,
             "lane": self.plan.lane,
@@ -231,7 +232,7 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
 
 
 class _Deploy:
-    def __init__(self, plan: DeployPlan, transport: Transport, holder: dict, say: Progress):
+    def __init__(self, plan: DeployPlan, transport: Transport, holder: dict[str, Any], say: Progress):
         self.plan, self.t, self.holder, self.say = plan, transport, holder, say
         self.workers = {w.name: w for w in plan.workers}
         self.outcomes = {w.name: WorkerOutcome(worker=w.name) for w in plan.workers}
@@ -239,13 +240,13 @@ class _Deploy:
         self.seed: str | None = None
         self.relay_used = False
         self.all_wheels = {w.sha256: w for w in (*plan.wheels, plan.uv)}
-        self.needs: dict[str, list[dict]] = {}
+        self.needs: dict[str, list[dict[str, Any]]] = {}
         self.free: dict[str, int | None] = {}  # disk_free_bytes under the root, as begin saw it
         self.lost: dict[str, dict | None] = {}  # worker -> who holds our lock now (from a heartbeat)
 
     # -- plumbing --------------------------------------------------------
 
-    def _base(self, w: WorkerRef) -> dict:
+    def _base(self, w: WorkerRef) -> dict[str, Any]:
         return {
             "root": w.root,
             "lane": self.plan.lane,
@@ -254,7 +255,9 @@ class _Deploy:
             "holder": self.holder,
         }
 
-    def call(self, w: WorkerRef, action: str, extra: dict | None = None, timeout: float = 600) -> dict:
+    def call(
+        self, w: WorkerRef, action: str, extra: dict[str, Any] | None = None, timeout: float = 600
+    ) -> dict[str, Any]:
         """Run one hostside deploy action; returns its document or raises _Failed."""
         req = {**self._base(w), **(extra or {})}
         res = run_hostside(self.t, w, "deploy", [action], stdin=json.dumps(req), timeout=timeout)
@@ -348,7 +351,7 @@ class _Deploy:
             f"headroom), {self.free[w.name] // 2**20} MiB free under {w.root}"
         )
 
-    def transfer(self, need: dict[str, list[dict]]) -> None:
+    def transfer(self, need: dict[str, list[dict[str, Any]]]) -> None:
         candidates = sorted(need, key=lambda n: (-len(need[n]), self.workers[n].index))
         union = {w["sha256"] for m in need.values() for w in m}
         others = [n for n in need if need[n]]
@@ -571,7 +574,7 @@ class _liveness:
         self.fh.close()
 
 
-def _holder_is_dead(holder: dict | None) -> bool:
+def _holder_is_dead(holder: dict[str, Any] | None) -> bool:
     """A lock taken from this controller host by a deploy that is no longer running.
 
     The holder's liveness file is exact proof: flock'd while it runs, removed
@@ -605,7 +608,7 @@ def _holder_is_dead(holder: dict | None) -> bool:
     return True
 
 
-def _named_liveness(holder: dict, token: str) -> Path | None:
+def _named_liveness(holder: dict[str, Any], token: str) -> Path | None:
     """The liveness file a lock names, if it has the shape `_liveness_path` gives
     (a lock file is worker data: never let it point us at another file)."""
     named = holder.get("liveness")
@@ -664,7 +667,7 @@ def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, di
     return {n: _doc_or_error(r) for n, r in transport.map(one, names).items()}
 
 
-def _doc_or_error(res: Result) -> dict:
+def _doc_or_error(res: Result) -> dict[str, Any]:
     if res.error:
         return {"ok": False, "error": res.error, "error_kind": res.error_kind}
     try:

@@ -670,7 +670,7 @@ def _bundle_has(model: FleetModel, bundle: str, dist: str) -> bool:
     return b is not None and dist in project_names(b.pins)
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     """The JSON Schema of fleet.yaml, generated from the model."""
     schema = FleetModel.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from hostside import redact
 from hostside.frontends import CACHE_FRONTENDS, bundle_frontends, provable
@@ -65,9 +66,9 @@ class ProbeRequest:
 
     worker: WorkerRef
     lane: str | None
-    doc: dict  # the request hostside.probe reads (controller_time is added at send time)
+    doc: dict[str, Any]  # the request hostside.probe reads (controller_time is added at send time)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         doc = dict(self.doc)
         if isinstance(doc.get("policy"), dict):
             doc["policy"] = {**doc["policy"], "env": redact.env(doc["policy"].get("env") or {})}
@@ -82,7 +83,7 @@ class ProbePlan:
     deep: bool
     timeout: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "deep": self.deep,
@@ -91,7 +92,7 @@ class ProbePlan:
         }
 
 
-def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict]:
+def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict[str, Any]]:
     """The cache directories a worker of `lane` uses, and whether it writes or only reads them.
 
     Paths come from orchestrator.cache.cache_plan (the launcher uses the same)
@@ -105,9 +106,11 @@ def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[st
     return [{"frontend": f, "path": plan.roots[f], "expect": expect} for f in frontends if f in CACHE_FRONTENDS]
 
 
-def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict:
+def build_request(
+    fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
     """The hostside.probe request for one worker (pure)."""
-    doc: dict = {
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "root": worker.root,
         "lane": worker.lane,
@@ -162,9 +165,9 @@ class CheckOutcome:
     signature: str | None = None  # the log line a known signature matched
     signature_id: str | None = None
     headline: str | None = None
-    data: dict = field(default_factory=dict, compare=False)
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "status": self.status,
@@ -203,7 +206,7 @@ class WorkerProbe:
     def check(self, name: str) -> CheckOutcome | None:
         return next((c for c in self.checks if c.name == name), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "worker": self.worker,
             "lane": self.lane,
@@ -232,7 +235,7 @@ class ProbeReport:
     def failed(self) -> bool:
         return any(r.failed for r in self.rows)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Counts by verdict and the failing workers of each layer."""
         layers: dict[str, list[str]] = {}
         for r in self.rows:
@@ -242,7 +245,7 @@ class ProbeReport:
         counts = {v: sum(1 for r in self.rows if r.verdict == v) for v in ("ok", "warn", "fail")}
         return {"workers": len(self.rows), **counts, "layers": ordered}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "deep": self.deep,
@@ -268,7 +271,7 @@ def _layer_remedy(layer: str) -> str:
         return layer_remedy("other")
 
 
-def judge_check(check: dict) -> CheckOutcome:
+def judge_check(check: dict[str, Any]) -> CheckOutcome:
     """A hostside check with its owning layer and remedy when it failed (pure)."""
     name = str(check.get("name", "?"))
     status = str(check.get("status", "fail"))
@@ -297,7 +300,7 @@ def judge_check(check: dict) -> CheckOutcome:
     )
 
 
-def judge(worker: str, lane: str | None, doc: dict, *, elapsed: float = 0.0) -> WorkerProbe:
+def judge(worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float = 0.0) -> WorkerProbe:
     """A worker's row from its hostside.probe document (pure)."""
     checks = tuple(judge_check(c) for c in doc.get("checks") or ())
     runtime = next((c for c in checks if c.name == "runtime"), None)
