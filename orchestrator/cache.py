@@ -72,7 +72,7 @@ class CachePlan:
     def resolve(self, bundle_id: str) -> CachePlan:
         """The same plan with the bundle id filled in."""
 
-        def fill(p):
+        def fill(p: str | None) -> str | None:
             return p.replace(BUNDLE_PLACEHOLDER, bundle_id) if p else p
 
         return replace(
@@ -95,8 +95,11 @@ class CachePlan:
         }
 
 
-def _join(*parts: str) -> str:
-    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:] if p])
+def _join(first: str | None, *rest: str | None) -> str:
+    """Worker paths joined with '/' (empty parts skipped); `first` is a root a caller has checked is set."""
+    if first is None:
+        raise ValueError("no cache root to join under (the lane's cache policy is off)")
+    return "/".join([first.rstrip("/")] + [p.strip("/") for p in rest if p])
 
 
 def base_root(fleet: Fleet, lane: str, worker: WorkerRef) -> str | None:
@@ -149,7 +152,7 @@ def cache_plan(
             lease=None,
         )
     base = _join(lane_dir(fleet, lane, worker, scope), bundle_id)
-    roots = {f: _join(base, f) for f in FRONTENDS}
+    roots: dict[str, str | None] = {f: _join(base, f) for f in FRONTENDS}
     if policy.mode == "per-host":
         return CachePlan(
             lane=lane,

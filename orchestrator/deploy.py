@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hostside.deploy import describe_holder
-from orchestrator.bundle import CachedWheel
+from orchestrator.bundle import CachedWheel, Lock
 from orchestrator.errors import BundleError
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.remote import job_document, run_hostside
@@ -143,7 +143,9 @@ Progress = Callable[[str, str], None]  # (worker, phase)
 # plan
 
 
-def plan_deploy(fleet: Fleet, lane: str, *, relay: bool = True, lock=None, fetch: bool = True) -> DeployPlan:
+def plan_deploy(
+    fleet: Fleet, lane: str, *, relay: bool = True, lock: Lock | None = None, fetch: bool = True
+) -> DeployPlan:
     """Read the lane's bundle lock and list what every worker should end up with.
 
     With `fetch`, wheels missing from the controller's cache are fetched from
@@ -242,7 +244,7 @@ class _Deploy:
         self.all_wheels = {w.sha256: w for w in (*plan.wheels, plan.uv)}
         self.needs: dict[str, list[dict[str, Any]]] = {}
         self.free: dict[str, int | None] = {}  # disk_free_bytes under the root, as begin saw it
-        self.lost: dict[str, dict | None] = {}  # worker -> who holds our lock now (from a heartbeat)
+        self.lost: dict[str, dict[str, Any] | None] = {}  # worker -> who holds our lock now (from a heartbeat)
 
     # -- plumbing --------------------------------------------------------
 
@@ -348,7 +350,7 @@ class _Deploy:
         need, headroom = _mib(nbytes + disk_headroom(nbytes)), _mib(disk_headroom(nbytes))
         return (
             f"not enough disk space: needs {need} MiB ({_mib(nbytes)} MiB of wheels + {headroom} MiB "
-            f"headroom), {self.free[w.name] // 2**20} MiB free under {w.root}"
+            f"headroom), {(self.free[w.name] or 0) // 2**20} MiB free under {w.root}"
         )
 
     def transfer(self, need: dict[str, list[dict[str, Any]]]) -> None:
@@ -541,7 +543,7 @@ class _Heartbeat:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         # A beat in flight is harmless after this: the worker refreshes only a
         # lock that still carries our token, under the lane's mutex.
@@ -561,7 +563,7 @@ class _liveness:
     def __init__(self, token: str):
         self.path = _liveness_path(token)
 
-    def __enter__(self):
+    def __enter__(self) -> _liveness:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -569,7 +571,7 @@ class _liveness:
         fcntl.flock(self.fh, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.path.unlink(missing_ok=True)
         self.fh.close()
 
@@ -625,7 +627,7 @@ def _named_liveness(holder: dict[str, Any], token: str) -> Path | None:
     return None
 
 
-def _pid_is_gone(pid) -> bool:
+def _pid_is_gone(pid: object) -> bool:
     """Whether no process with this pid exists on this host."""
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -644,7 +646,7 @@ def _pid_is_gone(pid) -> bool:
 # rollback and status
 
 
-def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict]:
+def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict[str, Any]]:
     """Re-activate the previous bundle on every worker of the lane."""
 
     def one(w: WorkerRef) -> Result:
@@ -654,7 +656,7 @@ def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict]:
     return {n: _doc_or_error(r) for n, r in transport.map(one, [w.name for w in fleet.lane_workers(lane)]).items()}
 
 
-def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, dict]:
+def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, dict[str, Any]]:
     """Active/previous bundle per worker and lane, as the workers report it."""
     members = {ln: set(fleet.lane_members[ln]) for ln in lanes}
     names = sorted({n for m in members.values() for n in m}, key=lambda n: fleet.worker(n).index)
@@ -676,7 +678,9 @@ def _doc_or_error(res: Result) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
 
 
-def disagreements(fleet: Fleet, statuses: dict[str, dict], lanes: list[str]) -> dict[str, dict[str, list[str]]]:
+def disagreements(
+    fleet: Fleet, statuses: dict[str, dict[str, Any]], lanes: list[str]
+) -> dict[str, dict[str, list[str]]]:
     """Per lane, {bundle_id: [workers]} when a lane's workers disagree (a mixed stack inside a lane)."""
     out = {}
     for ln in lanes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -127,7 +128,7 @@ class Bundle(_Model):
 
     python: str = Field(pattern=r"^3\.\d+$", description="Python version of the bundle environment, e.g. '3.11'.")
     pins: list[str] = Field(min_length=1, description="Requirements, each pinned with '==', e.g. 'jax==0.10.2'.")
-    source: BundleSource = Field(default_factory=BundleSource)
+    source: BundleSource = Field(default_factory=BundleSource)  # type: ignore[arg-type]  # pydantic, no plugin
     provenance: dict[str, str] = Field(
         default_factory=dict, description="Free-form notes: custom build, OpenXLA commit, ..."
     )
@@ -227,7 +228,7 @@ class FleetModel(_Model):
     )
 
     version: Literal[1] = Field(1, description="Format version of this file.")
-    ssh: SshSettings = Field(default_factory=SshSettings)
+    ssh: SshSettings = Field(default_factory=SshSettings)  # type: ignore[arg-type]  # pydantic, no plugin
     slices: dict[str, Slice] = Field(min_length=1, description="Pod slices by name.")
     bundles: dict[str, Bundle] = Field(default_factory=dict, description="Pinned software stacks by name.")
     runtime_profiles: dict[str, RuntimeProfile] = Field(
@@ -322,7 +323,7 @@ class Fleet:
 
     def cache_policy(self, lane_name: str) -> CachePolicy:
         lane = self.lane(lane_name)
-        return self.model.cache_policies[lane.cache] if lane.cache else CachePolicy(mode="off")
+        return self.model.cache_policies[lane.cache] if lane.cache else CachePolicy(mode="off", root=None, writer=None)
 
     def select(self, *, lane: str | None = None, workers: str | None = None) -> list[WorkerRef]:
         """Workers chosen by --lane and/or --workers (names, globs, or index ranges); never none."""
@@ -367,7 +368,7 @@ def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> lis
 # Loading
 
 
-def find_fleet_path(explicit: str | os.PathLike | None) -> Path:
+def find_fleet_path(explicit: str | os.PathLike[str] | None) -> Path:
     """--fleet PATH, then $ORCH_FLEET, then ./fleet.yaml."""
     if explicit:
         return Path(explicit)
@@ -382,7 +383,7 @@ def find_fleet_path(explicit: str | os.PathLike | None) -> Path:
     return path
 
 
-def load_fleet(path: str | os.PathLike | None = None) -> Fleet:
+def load_fleet(path: str | os.PathLike[str] | None = None) -> Fleet:
     """Load and validate a fleet file (see `find_fleet_path` for the search)."""
     located = load(find_fleet_path(path), what="fleet file")
     return build_fleet(located)
@@ -475,10 +476,12 @@ def _parse_worker_spec(spec: Any) -> list[int] | None:
     return out
 
 
-def _resolve(model: FleetModel, located: Located, problems: list[str]):
+def _resolve(
+    model: FleetModel, located: Located, problems: list[str]
+) -> tuple[list[WorkerRef], dict[str, tuple[str, ...]]]:
     where = located.where
 
-    def ref_problem(path: tuple, kind: str, value: str, known) -> None:
+    def ref_problem(path: tuple[Any, ...], kind: str, value: str, known: Iterable[str]) -> None:
         problems.append(
             f"{where(path)}: no {kind} '{value}'{did_you_mean(value, known)}"
             + (f" (defined: {', '.join(known)})" if known else f" (the fleet defines no {kind}s)")
@@ -505,7 +508,7 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
                 )
 
     workers: list[WorkerRef] = []
-    endpoints: dict[tuple, tuple] = {}
+    endpoints: dict[tuple[str, int | None], tuple[Any, ...]] = {}
     for slice_name, sl in model.slices.items():
         seen_index: dict[int, int] = {}
         for i, w in enumerate(sl.workers):
@@ -518,6 +521,7 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
                 continue
             seen_index[w.index] = i
             host = w.ssh_alias or w.address
+            assert host is not None  # the model requires an address or an ssh_alias
             port = w.port or (None if w.ssh_alias else sl.port)
             endpoint = (host, port)
             if endpoint in endpoints:
@@ -537,7 +541,7 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
                     port=port,
                     user=w.user or sl.user,
                     identity_file=w.identity_file or sl.identity_file,
-                    internal_address=w.internal_address or w.address or w.ssh_alias,
+                    internal_address=w.internal_address or w.address or host,
                     root=sl.root,
                     shared_dir=sl.shared_dir,
                     python=sl.python,
@@ -617,7 +621,15 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
     return workers, members
 
 
-def _check_cache_policy(model, lane_name, lane, slice_name, indices, where, problems) -> None:
+def _check_cache_policy(
+    model: FleetModel,
+    lane_name: str,
+    lane: Lane,
+    slice_name: str,
+    indices: list[int],
+    where: Callable[[tuple[Any, ...]], str],
+    problems: list[str],
+) -> None:
     if not lane.cache or lane.cache not in model.cache_policies:
         return
     policy = model.cache_policies[lane.cache]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hostside import redact
 from hostside.frontends import CACHE_FRONTENDS, bundle_frontends, provable
@@ -24,6 +24,9 @@ from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.policy import runtime_policy
 from orchestrator.remote import ensure_hostside, job_document, run_hostside
 from orchestrator.transport import Result, Transport
+
+if TYPE_CHECKING:  # diagnose is imported when a failure needs it (its table is large)
+    from orchestrator.diagnose import Finding
 
 SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT = 90.0  # seconds a worker's whole probe may take (deep)
@@ -255,7 +258,7 @@ class ProbeReport:
         }
 
 
-def _diagnosis(text: str):
+def _diagnosis(text: str) -> Finding | None:
     """(finding or None) from the diagnosis table; None when nothing matches."""
     from orchestrator.diagnose import diagnose
 
@@ -310,7 +313,7 @@ def judge(worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float 
         answered = str(a.get("device_kind") or a.get("platform") or "?")
     failing = [c for c in checks if c.status == "fail"]
     warning = [c for c in checks if c.status == "warn"]
-    base = dict(
+    base: dict[str, Any] = dict(
         worker=worker,
         lane=lane,
         platform=doc.get("platform"),
