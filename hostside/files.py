@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import shutil
 import tempfile
-from typing import Any
+from typing import IO, Any
 
 CHUNK = 1 << 20
 
@@ -26,6 +28,11 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | No
     No fsync: these files coordinate live processes, and an fsync can stall for
     seconds behind other writers' dirty data (a journal commit).
     """
+    copy_atomic(path, io.BytesIO(data.encode() if isinstance(data, str) else data), mode)
+
+
+def copy_atomic(path: str | os.PathLike[str], src: IO[bytes], mode: int | None = None) -> None:
+    """`write_atomic` of what `src` holds, streamed (for files too large to hold in memory)."""
     path = os.fspath(path)
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
@@ -34,7 +41,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | No
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
+            shutil.copyfileobj(src, fh, CHUNK)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tarfile
 from typing import Any
 
 from hostside import SCHEMA_VERSION
+from hostside.files import copy_atomic
 from hostside.files import sha256_file as file_hash
 
 SKIP_DIRS = {
@@ -65,16 +65,11 @@ def apply(directory: str, wanted: dict[str, list[Any]], archive: str | None) -> 
                 rel = member.name
                 if not member.isfile() or rel not in wanted or rel.startswith("/") or ".." in rel.split("/"):
                     continue
-                dest = os.path.join(directory, rel)
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                tmp = f"{dest}.orch-sync-{os.getpid()}"
                 src = tar.extractfile(member)
                 if src is None:  # not a regular file after all
                     continue
-                with src, open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                os.chmod(tmp, wanted[rel][1])
-                os.replace(tmp, dest)
+                with src:
+                    copy_atomic(os.path.join(directory, rel), src, mode=wanted[rel][1])
                 changed.append(rel)
         os.unlink(archive)
     deleted = []

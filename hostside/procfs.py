@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -83,7 +84,9 @@ def parse_locks(text: str) -> list[LockEntry]:
     return entries
 
 
-def holders_of(entries: list[LockEntry], st_dev: int, st_ino: int, has_open: HasOpen | None = None) -> list[int]:
+def holders_of(
+    entries: list[LockEntry], st_dev: int, st_ino: int, has_open: Callable[[int], bool | None] | None = None
+) -> list[int]:
     """Pids holding a lock on the file with this `stat()` device and inode (pure; the rule in the module doc).
 
     `has_open(pid)` answers whether `pid` has the file open (None: cannot tell); it
