@@ -26,8 +26,10 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
+from typing import Any
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, lease
 from hostside.files import sha256_file as _sha256
 from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
@@ -36,6 +38,8 @@ COMPLETE = ".orch-complete"
 MANIFEST = "orch-bundle.json"
 HEARTBEAT_EVERY = 30.0  # seconds between heartbeats while a long action runs
 LONG_ACTIONS = ("receive", "fetch", "install")
+# The deploy lock is a heartbeat lease (hostside.lease) with these field names on disk.
+LOCK_FIELDS = lease.Fields(token="token", heartbeat="heartbeat")
 
 
 class DeployFailure(Exception):
@@ -53,15 +57,15 @@ def _complete(layout: Layout, bundle_id: str) -> bool:
     return os.path.exists(os.path.join(layout.env(bundle_id), COMPLETE))
 
 
-def _stored(layout: Layout, wheel: dict) -> bool:
+def _stored(layout: Layout, wheel: dict[str, Any]) -> bool:
     """In the store with the right size (the hash is checked when installing)."""
     try:
-        return os.path.getsize(layout.wheel(wheel["sha256"], wheel["filename"])) == wheel["size"]
+        return bool(os.path.getsize(layout.wheel(wheel["sha256"], wheel["filename"])) == wheel["size"])
     except OSError:
         return False
 
 
-def _drop_corrupt(layout: Layout, wheels: list[dict]) -> list[str]:
+def _drop_corrupt(layout: Layout, wheels: list[dict[str, Any]]) -> list[str]:
     """Remove store files whose sha256 is wrong (so a re-run pushes them again)."""
     bad = []
     for w in wheels:
@@ -72,24 +76,22 @@ def _drop_corrupt(layout: Layout, wheels: list[dict]) -> list[str]:
     return bad
 
 
-def _read_lock(path: str) -> dict | None:
-    """The lane's lock holder, or None. A lock we cannot parse (torn by a crash,
-    or written by hand) ages from its mtime, so it is not taken while fresh."""
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except FileNotFoundError:
+def _read_lock(path: str) -> lease.Reading:
+    """The lane's lock file, as read (never raises on its content)."""
+    return lease.read(path, LOCK_FIELDS)
+
+
+def _holder(reading: lease.Reading) -> dict[str, Any] | None:
+    """The lock's holder as the controller sees it; an unreadable lock shows as such, with its mtime."""
+    if reading.state == "absent":
         return None
-    except (OSError, ValueError):
-        try:
-            mtime = os.path.getmtime(path)
-        except OSError:
-            return None
-        return {"holder": "unreadable lock file", "heartbeat": mtime}
+    if reading.state == "unreadable":
+        return {"holder": "unreadable lock file", "reason": reading.reason, "heartbeat": reading.mtime}
+    return reading.doc
 
 
 @contextlib.contextmanager
-def _lane_mutex(layout: Layout, lane: str):
+def _lane_mutex(layout: Layout, lane: str) -> Iterator[None]:
     """Serialise every read-modify-write of a lane's lock file (take, refresh,
     check, release) across processes, so a heartbeat cannot resurrect a lock
     that was just released or overwrite one another deploy just took."""
@@ -103,23 +105,7 @@ def _lane_mutex(layout: Layout, lane: str):
         os.close(fd)  # drops the flock
 
 
-def _create_lock(path: str, lock: dict) -> bool:
-    """Create the lock file complete in one step (write a temp file, link it into
-    place): readers never see an empty lock. False if a lock already exists."""
-    fd, tmp = tempfile.mkstemp(prefix=".deploy.lock-", dir=os.path.dirname(path))
-    try:
-        os.fchmod(fd, 0o644)  # readable by `bundle status` of other users, like before
-        with os.fdopen(fd, "w") as fh:
-            json.dump(lock, fh)
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
-
-
-def describe_holder(holder: dict | None) -> str:
+def describe_holder(holder: dict[str, Any] | None) -> str:
     """Who holds a lane's lock, for messages (the controller uses it too)."""
     if not holder:
         return "no deploy holds it now"
@@ -135,13 +121,13 @@ class _LockLost(DeployFailure):
     """The lane's lock no longer carries our token: another deploy took it."""
 
 
-def _require_lock(layout: Layout, req: dict, step: str) -> None:
+def _require_lock(layout: Layout, req: dict[str, Any], step: str) -> None:
     """Raise unless the lane's lock still carries this deploy's token (call
     under the lane mutex when acting on the answer)."""
-    holder = _read_lock(layout.deploy_lock(req["lane"]))
-    if not holder or holder.get("token") != req["holder"]["token"]:
+    reading = _read_lock(layout.deploy_lock(req["lane"]))
+    if not reading.is_ours(req["holder"]["token"]):
         raise _LockLost(
-            f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(holder)}); "
+            f"this deploy no longer holds lane {req['lane']}'s deploy lock ({describe_holder(_holder(reading))}); "
             f"not {step}, the previous bundle stays active"
         )
 
@@ -149,7 +135,7 @@ def _require_lock(layout: Layout, req: dict, step: str) -> None:
 # -- actions ------------------------------------------------------------------
 
 
-def begin(req: dict) -> dict:
+def begin(req: dict[str, Any]) -> dict[str, Any]:
     """Check the lane: refuse if another deploy holds it, say `unchanged` if
     the bundle is already active, else take the lock and list missing wheels."""
     layout = Layout(req["root"])
@@ -157,24 +143,24 @@ def begin(req: dict) -> dict:
         return _begin(layout, req)
 
 
-def _begin(layout: Layout, req: dict) -> dict:
+def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
     lane, bundle_id = req["lane"], req["bundle_id"]
     lock_path = layout.deploy_lock(lane)
     now = time.time()
     recovered = None
-    holder = _read_lock(lock_path)
-    if holder is not None:
-        age = now - float(holder.get("heartbeat", 0))
-        stale = age > float(req.get("stale_after", 300)) or holder.get("token") in req.get("steal", [])
-        if not stale:
-            return {"state": "locked", "holder": holder, "heartbeat_age": round(age, 1)}
-        recovered = holder
-        os.unlink(lock_path)
+    reading = _read_lock(lock_path)
+    if reading.state != "absent":
+        verdict = lease.judge(reading, now=now, ttl=float(req.get("stale_after", 300)), unreadable="age-by-mtime")
+        stolen = reading.token is not None and reading.token in req.get("steal", [])
+        if verdict.state == "live" and not stolen:
+            return {"state": "locked", "holder": _holder(reading), "heartbeat_age": round(verdict.age or 0.0, 1)}
+        recovered = _holder(reading)
+        lease.remove_stale(lock_path, LOCK_FIELDS, reading, str(os.getpid()))
     active = _env_id(layout, layout.active(lane))
     if active == bundle_id and _complete(layout, bundle_id):
         return {"state": "unchanged", "active": active, "recovered_lock": recovered}
-    if not _create_lock(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
-        return {"state": "locked", "holder": _read_lock(lock_path), "heartbeat_age": 0.0}
+    if not lease.create(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
+        return {"state": "locked", "holder": _holder(_read_lock(lock_path)), "heartbeat_age": 0.0}
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {
         "state": "locked-by-us",
@@ -186,7 +172,7 @@ def _begin(layout: Layout, req: dict) -> dict:
     }
 
 
-def receive(req: dict) -> dict:
+def receive(req: dict[str, Any]) -> dict[str, Any]:
     """Move uploaded files (in the store's incoming dir) into the store after
     checking sha256 and size; a mismatching file is deleted, never kept."""
     layout = Layout(req["root"])
@@ -216,7 +202,7 @@ def receive(req: dict) -> dict:
     return {"stored": stored, "bad": bad}
 
 
-def serve(req: dict) -> dict:
+def serve(req: dict[str, Any]) -> dict[str, Any]:
     """Start a short-lived HTTP server over the store for the other workers
     (detached; it exits by itself after `lifetime` seconds or on stop-serve)."""
     layout = Layout(req["root"])
@@ -244,7 +230,7 @@ def _serve_forever(sock: socket.socket, store: str, token: str) -> None:
     import http.server
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # /<token>/<sha256>/<filename>
+        def do_GET(self) -> None:  # /<token>/<sha256>/<filename>
             parts = self.path.strip("/").split("/")
             if len(parts) != 3 or parts[0] != token or "/" in parts[2] or parts[2].startswith("."):
                 self.send_error(404)
@@ -259,7 +245,7 @@ def _serve_forever(sock: socket.socket, store: str, token: str) -> None:
             with open(path, "rb") as fh:
                 shutil.copyfileobj(fh, self.wfile, 1 << 20)
 
-        def log_message(self, *args):
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("", 0), Handler, bind_and_activate=False)
@@ -269,7 +255,7 @@ def _serve_forever(sock: socket.socket, store: str, token: str) -> None:
     server.serve_forever()
 
 
-def stop_serve(req: dict) -> dict:
+def stop_serve(req: dict[str, Any]) -> dict[str, Any]:
     path = os.path.join(req["root"], "serve", f"{req['token']}.pid")
     try:
         pid = int(open(path).read())
@@ -284,7 +270,7 @@ def stop_serve(req: dict) -> dict:
     return {"stopped": stopped}
 
 
-def fetch(req: dict) -> dict:
+def fetch(req: dict[str, Any]) -> dict[str, Any]:
     """Download wheels from the seed worker's server into the store, verified."""
     import urllib.request
 
@@ -317,7 +303,7 @@ def fetch(req: dict) -> dict:
     return {"fetched": fetched, "failed": failed, "bytes": nbytes}
 
 
-def _uv(layout: Layout, uv_wheel: dict) -> str:
+def _uv(layout: Layout, uv_wheel: dict[str, Any]) -> str:
     """The uv binary, unpacked once from its wheel in the store."""
     tool_dir = os.path.join(layout.root, "tools", "uv-" + uv_wheel["sha256"][:16])
     binary = os.path.join(tool_dir, "uv")
@@ -345,7 +331,7 @@ def _mkdirs(*parts: str) -> str:
     return path
 
 
-def install(req: dict) -> dict:
+def install(req: dict[str, Any]) -> dict[str, Any]:
     """Create the bundle's environment offline from the store (hashes required),
     verify every distribution's version, then mark it complete. On any failure
     the partial environment is removed."""
@@ -447,7 +433,7 @@ def install(req: dict) -> dict:
     return {"installed": True, "env": env, "elapsed": round(time.monotonic() - start, 3)}
 
 
-def _run(argv: list[str], env: dict, what: str) -> None:
+def _run(argv: list[str], env: dict[str, Any], what: str) -> None:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
@@ -457,7 +443,7 @@ def _run(argv: list[str], env: dict, what: str) -> None:
         raise DeployFailure(f"{what} failed (exit {proc.returncode}): {text}")
 
 
-def _installed_versions(python: str) -> dict:
+def _installed_versions(python: str) -> dict[str, Any]:
     code = (
         "import json, importlib.metadata as m, re\n"
         "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
@@ -466,10 +452,11 @@ def _installed_versions(python: str) -> dict:
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
         raise DeployFailure(f"cannot list installed distributions: {proc.stderr.strip()[-300:]}")
-    return json.loads(proc.stdout)
+    versions: dict[str, Any] = json.loads(proc.stdout)
+    return versions
 
 
-def activate(req: dict) -> dict:
+def activate(req: dict[str, Any]) -> dict[str, Any]:
     """Point the lane at the bundle atomically (symlink swap), record a receipt,
     release the lock; only while the lock is still ours."""
     layout = Layout(req["root"])
@@ -478,7 +465,7 @@ def activate(req: dict) -> dict:
         return _activate(layout, req)
 
 
-def _activate(layout: Layout, req: dict) -> dict:
+def _activate(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
     lane, bundle_id = req["lane"], req["bundle_id"]
     if not _complete(layout, bundle_id):
         raise DeployFailure(f"environment {bundle_id} is not complete; not activating")
@@ -509,29 +496,24 @@ def _swap(link: str, bundle_id: str) -> None:
     os.replace(tmp, link)
 
 
-def _append(path: str, record: dict) -> None:
+def _append(path: str, record: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "a") as fh:
         fh.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-def unlock(req: dict) -> dict:
+def unlock(req: dict[str, Any]) -> dict[str, Any]:
     """Release the lane's deploy lock if we (this token) hold it."""
     layout = Layout(req["root"])
     with _lane_mutex(layout, req["lane"]):
         return {"released": _release(layout, req)}
 
 
-def _release(layout: Layout, req: dict) -> bool:
-    path = layout.deploy_lock(req["lane"])
-    holder = _read_lock(path)
-    if holder and holder.get("token") == req["holder"]["token"]:
-        os.unlink(path)
-        return True
-    return False
+def _release(layout: Layout, req: dict[str, Any]) -> bool:
+    return lease.release(layout.deploy_lock(req["lane"]), LOCK_FIELDS, req["holder"]["token"])
 
 
-def rollback(req: dict) -> dict:
+def rollback(req: dict[str, Any]) -> dict[str, Any]:
     """Re-activate the previous bundle (and remember the current one as previous)."""
     layout = Layout(req["root"])
     lane = req["lane"]
@@ -557,7 +539,7 @@ def rollback(req: dict) -> dict:
     return {"active": previous, "previous": current}
 
 
-def status(req: dict) -> dict:
+def status(req: dict[str, Any]) -> dict[str, Any]:
     """Active and previous bundle of each requested lane, with their manifests."""
     layout = Layout(req["root"])
     lanes = {}
@@ -573,14 +555,14 @@ def status(req: dict) -> dict:
         lanes[lane] = {
             "active": active,
             "previous": _env_id(layout, layout.previous(lane)),
-            "complete": bool(active) and _complete(layout, active),
+            "complete": active is not None and _complete(layout, active),
             "bundle": (manifest or {}).get("bundle"),
-            "lock": _read_lock(layout.deploy_lock(lane)),
+            "lock": _holder(_read_lock(layout.deploy_lock(lane))),
         }
     return {"lanes": lanes}
 
 
-def heartbeat(req: dict) -> dict:
+def heartbeat(req: dict[str, Any]) -> dict[str, Any]:
     """Refresh our lock's heartbeat (the controller calls this while it uploads,
     when no hostside action runs); says who holds the lock if it is not us."""
     return _heartbeat(req)
@@ -601,22 +583,21 @@ ACTIONS = {
 }
 
 
-def _heartbeat(req: dict) -> dict:
+def _heartbeat(req: dict[str, Any]) -> dict[str, Any]:
     """Refresh our deploy lock's heartbeat so a long step is not taken for a dead deploy."""
     if "lane" not in req or "holder" not in req:
         return {"refreshed": False, "holder": None}
     layout = Layout(req["root"])
     path = layout.deploy_lock(req["lane"])
     with _lane_mutex(layout, req["lane"]):
-        holder = _read_lock(path)
-        if holder and holder.get("token") == req["holder"].get("token"):
-            _write_atomic(path, json.dumps(dict(holder, heartbeat=time.time())), mode=0o644)  # as created
-            return {"refreshed": True, "holder": None}
-    return {"refreshed": False, "holder": holder}
+        reading = lease.refresh(path, LOCK_FIELDS, str(req["holder"].get("token")), now=time.time())
+    if reading.is_ours(req["holder"].get("token")):
+        return {"refreshed": True, "holder": None}
+    return {"refreshed": False, "holder": _holder(reading)}
 
 
 @contextlib.contextmanager
-def _heartbeating(req: dict, every: float):
+def _heartbeating(req: dict[str, Any], every: float) -> Iterator[None]:
     """Refresh the heartbeat from a daemon thread every `every` seconds while the
     body runs: one install or download can outlast the stale-lock timeout."""
     stop = threading.Event()

@@ -9,11 +9,12 @@ import shutil
 import socket
 import sys
 import time
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 
 
-def collect(root: str) -> dict:
+def collect(root: str) -> dict[str, Any]:
     """Hostname, interpreter, free disk at the worker root, wall clock."""
     probe_dir = root if os.path.isdir(root) else os.path.dirname(root.rstrip("/")) or "/"
     usage = shutil.disk_usage(probe_dir)

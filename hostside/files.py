@@ -1,32 +1,63 @@
-"""File helpers shared by hostside jobs: content hashes and atomic writes."""
+"""File helpers shared by both sides: content hashes and atomic writes (the only ones in orch)."""
 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
+import shutil
 import tempfile
+from typing import IO, Any
+
+CHUNK = 1 << 20
 
 
-def sha256_file(path: str) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def write_atomic(path: str, text: str, mode: int | None = None) -> None:
-    """Write `text` so readers see the old or the new file, never half of one (owner-only unless `mode`)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path) or ".")
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> None:
+    """Write `data` so readers see the old or the new file, never half of one (owner-only unless `mode`).
+
+    No fsync: these files coordinate live processes, and an fsync can stall for
+    seconds behind other writers' dirty data (a journal commit).
+    """
+    copy_atomic(path, io.BytesIO(data.encode() if isinstance(data, str) else data), mode)
+
+
+def copy_atomic(path: str | os.PathLike[str], src: IO[bytes], mode: int | None = None) -> None:
+    """`write_atomic` of what `src` holds, streamed (for files too large to hold in memory)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
         if mode is not None:
             os.fchmod(fd, mode)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            shutil.copyfileobj(src, fh, CHUNK)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_json_atomic(path: str | os.PathLike[str], doc: Any, mode: int | None = None) -> None:
+    """`write_atomic` of one JSON document (indented, newline-terminated)."""
+    write_atomic(path, json.dumps(doc, indent=1) + "\n", mode)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON value at `path`, or None when absent or (still) unreadable. Validate what you get."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None

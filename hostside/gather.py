@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
@@ -20,17 +21,17 @@ from hostside.files import sha256_file as sha256
 MAX_BYTES = 256 << 20  # larger files are listed but not hashed (the controller does not copy them)
 
 
-def listing(run_dir: str) -> dict:
+def listing(run_dir: str) -> dict[str, Any]:
     if not os.path.isdir(run_dir):
         return {"ok": True, "run_dir": run_dir, "exists": False, "files": {}, "phase": None, "live": False}
-    files = {}
+    files: dict[str, dict[str, Any]] = {}
     for name in sorted(os.listdir(run_dir)):
         path = os.path.join(run_dir, name)
         if ".tmp-" in name or name == lp.LAUNCH_FILE or not os.path.isfile(path) or os.path.islink(path):
             continue  # the launch file holds the environment unredacted: it stays on the worker
         try:
             st = os.stat(path)
-            entry = {"size": st.st_size, "mtime": st.st_mtime, "sha256": None}
+            entry: dict[str, Any] = {"size": st.st_size, "mtime": st.st_mtime, "sha256": None}
             if st.st_size <= MAX_BYTES:
                 entry["sha256"] = sha256(path)
             else:

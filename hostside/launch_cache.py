@@ -60,9 +60,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from hostside import SCHEMA_VERSION, receipt_facts
-from hostside import launch_proc as lp
+from hostside import SCHEMA_VERSION, lease, procfs, receipt_facts
 
 FRONTENDS = ("jax", "torch_xla")
 LEASE_FILE = "writer.lease"
@@ -73,6 +74,8 @@ BUNDLE_PLACEHOLDER = "{bundle_id}"
 # the hash alone in 2.9, `<hash>.bin` in some older lines): every visible file.
 ENTRY_SUFFIX = {"jax": "-cache", "torch_xla": None}
 LEASE_ATTEMPTS = 6
+# The writer lease is a heartbeat lease (hostside.lease) with these field names on disk.
+LEASE_FIELDS = lease.Fields(token="nonce", heartbeat="heartbeat_at")
 
 JAX_HITS = "/jax/compilation_cache/cache_hits"
 JAX_MISSES = "/jax/compilation_cache/cache_misses"
@@ -91,24 +94,26 @@ class CacheRefusal(Exception):
 # Entries on disk
 
 
-def count_entries(path: str | None, frontend: str) -> dict:
+def count_entries(path: str | None, frontend: str) -> dict[str, Any]:
     """{path, exists, entries, bytes, last_write} of one frontend's cache directory."""
-    out = {"path": path, "exists": bool(path) and os.path.isdir(path), "entries": 0, "bytes": 0, "last_write": None}
-    if not out["exists"]:
+    exists = bool(path) and os.path.isdir(str(path))
+    out: dict[str, Any] = {"path": path, "exists": exists, "entries": 0, "bytes": 0, "last_write": None}
+    if not path or not exists:
         return out
     suffix = ENTRY_SUFFIX.get(frontend)
-    last = None
+    last: float | None = None
+    entries = size = 0
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
             try:
                 st = os.stat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            out["bytes"] += st.st_size
+            size += st.st_size
             last = st.st_mtime if last is None else max(last, st.st_mtime)
             if (suffix and name.endswith(suffix)) or (not suffix and not name.startswith(".")):
-                out["entries"] += 1
-    out["last_write"] = last
+                entries += 1
+    out.update(entries=entries, bytes=size, last_write=last)
     return out
 
 
@@ -116,80 +121,61 @@ def count_entries(path: str | None, frontend: str) -> dict:
 # The writer lease
 
 
-def judge_lease(doc: dict | None, *, now: float, hostname: str, ttl: float, alive=lp.alive) -> tuple[str, str]:
-    """("none" | "live" | "stale", why) for a lease document.
+def judge_lease(
+    reading: lease.Reading, *, now: float, hostname: str, ttl: float, alive: Callable[..., bool] = procfs.alive
+) -> tuple[str, str]:
+    """("none" | "live" | "stale", why) for a writer lease as read.
 
     On the holder's own host the holder's pid decides (a killed holder is
-    stale at once); elsewhere only the heartbeat can, so a lease is stale
-    when it has not been rewritten for `ttl` seconds.
+    stale at once); elsewhere only the heartbeat can (hostside.lease.judge),
+    so a lease is stale when it has not been rewritten for `ttl` seconds. An
+    unreadable lease is stale.
     """
-    if doc is None:
+    if reading.state == "absent":
         return "none", "no writer lease"
-    holder = doc.get("holder") or {}
-    beat = doc.get("heartbeat_at")
-    if not isinstance(beat, (int, float)):
-        return "stale", "the lease file is unreadable or has no heartbeat"
-    age = now - beat
-    if holder.get("hostname") == hostname and not alive(holder.get("pid"), holder.get("starttime")):
-        return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
-    if age > ttl:
-        return "stale", f"its heartbeat expired {age:.0f}s ago (ttl {ttl:g}s)"
-    return "live", f"heartbeat {max(age, 0.0):.1f}s ago"
+    if reading.state == "held":
+        holder = _holder_of(reading)
+        pid, start = holder.get("pid"), holder.get("starttime")
+        pid = pid if isinstance(pid, int) else None
+        start = start if isinstance(start, int) else None
+        if holder.get("hostname") == hostname and not alive(pid, start):
+            return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
+    verdict = lease.judge(reading, now=now, ttl=ttl, unreadable="stale")
+    return verdict.state, verdict.reason
 
 
-def describe_holder(holder: dict) -> str:
+def _holder_of(reading: lease.Reading) -> dict[str, Any]:
+    holder = reading.doc.get("holder")
+    return holder if isinstance(holder, dict) else {}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """Who holds a writer lease, for messages."""
     return (
         f"{holder.get('worker', '?')} (host {holder.get('hostname', '?')}, pid {holder.get('pid', '?')}, "
         f"run {holder.get('run_id', '?')}, bundle {holder.get('bundle_id', '?')})"
     )
 
 
-def _write_new(path: str, doc: dict) -> bool:
-    """Create `path` holding `doc` only if it does not exist (atomic: readers never see half a file)."""
-    tmp = f"{path}.tmp-{doc['nonce']}"
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    try:
-        os.link(tmp, path)  # atomic and exclusive, also on NFS
-        return True
-    except FileExistsError:
-        return False
-    except OSError:
-        # A filesystem without hard links: O_EXCL creation, then the content.
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=1)
-        return True
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
 class Lease:
-    """The single writer's lease on one cache directory, with its heartbeat thread."""
+    """The single writer's lease on one cache directory (a hostside.lease), with its heartbeat thread."""
 
-    def __init__(self, path: str, holder: dict, *, ttl: float, interval: float):
+    def __init__(self, path: str, holder: dict[str, Any], *, ttl: float, interval: float):
         self.path = path
         self.holder = holder
         self.ttl = ttl
         self.interval = interval
         self.nonce = secrets.token_hex(8)
-        self.acquired = None  # "new" | "reclaimed"
-        self.reclaimed_from = None  # the previous holder and why it was reclaimed
+        self.acquired: str | None = None  # "new" | "reclaimed"
+        self.reclaimed_from: dict[str, Any] | None = None  # the previous holder and why it was reclaimed
         self.state = "unheld"  # held | released | lost
-        self.lost_reason = None
+        self.lost_reason: str | None = None
         self.heartbeats = 0
-        self.on_lost = None  # called once (from the heartbeat thread) when the lease is lost
+        self.on_lost: Callable[[Lease], None] | None = None  # called once (heartbeat thread) when lost
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
-    def _doc(self, now: float) -> dict:
+    def _doc(self, now: float) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": "cache-writer-lease",
@@ -206,48 +192,31 @@ class Lease:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         hostname = socket.gethostname()
         for _ in range(LEASE_ATTEMPTS):
-            if _write_new(self.path, self._doc(time.time())):
+            if lease.create(self.path, self._doc(time.time())):
                 self.acquired = "reclaimed" if self.reclaimed_from else "new"
                 self.state = "held"
                 return
-            current = lp.read_json(self.path)
-            if current is None and not os.path.exists(self.path):
+            current = lease.read(self.path, LEASE_FIELDS)
+            if current.state == "absent":
                 continue  # released in between
             state, why = judge_lease(current, now=time.time(), hostname=hostname, ttl=self.ttl)
             if state == "live":
-                holder = (current or {}).get("holder") or {}
+                holder = _holder_of(current)
                 raise CacheRefusal(
                     f"the compilation cache {os.path.dirname(self.path)} already has a live writer: "
                     f"{describe_holder(holder)}, {why}. A second writer is refused; wait for that run to end "
                     f"or stop it (orch stop {holder.get('run_id', 'RUN')})"
                 )
-            # Abandoned: move it aside (one contender wins the rename), then create ours.
-            aside = f"{self.path}.stale-{self.nonce}"
-            try:
-                os.rename(self.path, aside)
-            except FileNotFoundError:
-                continue
-            moved = lp.read_json(aside)
-            if (moved or {}).get("nonce") != (current or {}).get("nonce"):
-                # Someone else's fresh lease: put it back untouched and look again.
-                try:
-                    os.link(aside, self.path)
-                except OSError:
-                    pass
-                os.unlink(aside)
-                continue
-            os.unlink(aside)
-            self.reclaimed_from = {
-                **((current or {}).get("holder") or {}),
-                "reason": why,
-                "heartbeat_at": (current or {}).get("heartbeat_at"),
-            }
+            if not lease.remove_stale(self.path, LEASE_FIELDS, current, self.nonce):
+                continue  # someone else's fresh lease, or already gone: look again
+            self.reclaimed_from = {**_holder_of(current), "reason": why, "heartbeat_at": current.heartbeat}
         raise CacheRefusal(
             f"could not take the writer lease {self.path} after {LEASE_ATTEMPTS} attempts "
             "(other writers keep taking it)"
         )
 
     def start(self) -> None:
+        """Start the heartbeat thread."""
         self._thread = threading.Thread(target=self._beat, name="orch-cache-lease", daemon=True)
         self._thread.start()
 
@@ -263,42 +232,41 @@ class Lease:
 
     def beat(self) -> bool:
         """Rewrite the heartbeat if the lease is still ours; False once it is not."""
-        current = lp.read_json(self.path)
-        if current is None and os.path.exists(self.path):
+        try:
+            current = lease.refresh(
+                self.path, LEASE_FIELDS, self.nonce, now=time.time(), extra={"heartbeats": self.heartbeats + 1}
+            )
+        except OSError as exc:
+            self.lost_reason = f"heartbeat failed: {exc}"
+            return True
+        if current.state == "unreadable":
             return True  # unreadable for a moment: look again at the next beat
-        if (current or {}).get("nonce") != self.nonce:
+        if not current.is_ours(self.nonce):
             self.state = "lost"
             self.lost_reason = (
                 "the lease file was removed"
-                if current is None
-                else f"taken over by {describe_holder(current.get('holder') or {})}"
+                if current.state == "absent"
+                else f"taken over by {describe_holder(_holder_of(current))}"
             )
             return False
         self.heartbeats += 1
-        try:
-            lp.write_json_atomic(self.path, {**current, "heartbeat_at": time.time(), "heartbeats": self.heartbeats})
-        except OSError as exc:
-            self.lost_reason = f"heartbeat failed: {exc}"
         return True
 
     def release(self) -> None:
+        """Stop the heartbeat and remove the lease if it is still ours."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2 * self.interval + 1)
         if self.state != "held":
             return
-        current = lp.read_json(self.path)
-        if (current or {}).get("nonce") == self.nonce:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+        if lease.release(self.path, LEASE_FIELDS, self.nonce):
             self.state = "released"
         else:
             self.state = "lost"
             self.lost_reason = self.lost_reason or "the lease was not ours any more at exit"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
+        """The lease as the process's record shows it."""
         return {
             "path": self.path,
             "state": self.state,
@@ -319,23 +287,23 @@ class Lease:
 class JaxEvidence:
     """Counts JAX's compilation-cache and compile events (jax.monitoring listeners)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self.durations: dict[str, float] = {}
         self.duration_counts: dict[str, int] = {}
         self.writes_refused = 0
 
-    def on_event(self, event: str, **_kwargs) -> None:
+    def on_event(self, event: str, **_kwargs: Any) -> None:
         with self.lock:
             self.counts[event] = self.counts.get(event, 0) + 1
 
-    def on_duration(self, event: str, duration: float, **_kwargs) -> None:
+    def on_duration(self, event: str, duration: float, **_kwargs: Any) -> None:
         with self.lock:
             self.durations[event] = self.durations.get(event, 0.0) + float(duration)
             self.duration_counts[event] = self.duration_counts.get(event, 0) + 1
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         with self.lock:
             c, d, n = dict(self.counts), dict(self.durations), dict(self.duration_counts)
         hits, requests = c.get(JAX_HITS, 0), c.get(JAX_REQUESTS, 0)
@@ -356,7 +324,7 @@ class JaxEvidence:
         }
 
 
-def torch_xla_evidence() -> dict:
+def torch_xla_evidence() -> dict[str, Any]:
     """torch_xla's persistent-cache counters and compile time (its metrics, read at exit)."""
     import torch_xla.debug.metrics as met
 
@@ -379,14 +347,26 @@ def torch_xla_evidence() -> dict:
 # The launcher's session
 
 
+class RecordLike(Protocol):
+    """The launcher's per-process record, as far as the cache policy writes to it."""
+
+    data: dict[str, Any]
+
+    def step(self, name: str, status: str, started: float, detail: str = "", **extra: Any) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def save(self) -> None: ...
+
+
 class Session:
     """What init() set up in this process, for close()."""
 
-    def __init__(self, rec, state: dict, frontends: list[str]):
+    def __init__(self, rec: RecordLike, state: dict[str, Any], frontends: list[str]):
         self.rec = rec
         self.state = state
         self.frontends = frontends
-        self.jax = None
+        self.jax: JaxEvidence | None = None
         self.lease: Lease | None = None
 
 
@@ -394,12 +374,17 @@ _SESSION: Session | None = None
 _CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY")
 
 
+def _own_starttime() -> int | None:
+    st = procfs.stat(os.getpid())
+    return st["starttime"] if st else None
+
+
 def bundle_id_of_this_python() -> str | None:
     """The bundle id of the environment this process runs in (<root>/envs/<bundle-id>), if it is one."""
     return receipt_facts.bundle_id()
 
 
-def init(doc: dict, rec) -> dict:
+def init(doc: dict[str, Any], rec: RecordLike) -> dict[str, Any]:
     """Apply this process's cache plan before the first computation; returns the record's `cache` section."""
     global _SESSION
     t0 = time.time()
@@ -409,12 +394,13 @@ def init(doc: dict, rec) -> dict:
     role = plan.get("role") or "off"
     bundle_id = bundle_id_of_this_python()
 
-    def fill(path):
+    def fill(path: str | None) -> str | None:
         return path.replace(BUNDLE_PLACEHOLDER, bundle_id or BUNDLE_PLACEHOLDER) if path else None
 
-    roots = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
+    # A root the plan leaves out is None; the frontend setup below then fails loudly, as it should.
+    roots: dict[str, Any] = {f: fill((plan.get("roots") or {}).get(f)) for f in FRONTENDS}
     frontends = [f for f in doc.get("frontends", []) if f in FRONTENDS]
-    state = {
+    state: dict[str, Any] = {
         "policy": mode,
         "name": cache.get("name"),
         "role": role,
@@ -476,13 +462,16 @@ def init(doc: dict, rec) -> dict:
             "worker": doc["worker"],
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
-            "starttime": (lp.stat(os.getpid()) or {}).get("starttime"),
+            "starttime": _own_starttime(),
             "run_id": doc["run_id"],
             "lane": doc["lane"],
             "bundle_id": bundle_id,
             "process_id": doc["process_id"],
         }
-        lease = Lease(fill(plan["lease"]), holder, ttl=ttl, interval=interval)
+        lease_path = fill(plan.get("lease"))
+        if not lease_path:
+            raise CacheRefusal(f"the cache plan for {doc['worker']} is a writer's but names no writer lease")
+        lease = Lease(lease_path, holder, ttl=ttl, interval=interval)
         try:
             lease.acquire()
         except CacheRefusal:
@@ -521,7 +510,7 @@ def init(doc: dict, rec) -> dict:
     return state
 
 
-def _listen_to_jax(state: dict) -> JaxEvidence | None:
+def _listen_to_jax(state: dict[str, Any]) -> JaxEvidence | None:
     evidence = JaxEvidence()
     try:
         import jax.monitoring as monitoring
@@ -536,7 +525,7 @@ def _listen_to_jax(state: dict) -> JaxEvidence | None:
     return evidence
 
 
-def _setup_jax(root: str, role: str, state: dict, evidence: JaxEvidence | None, doc: dict) -> None:
+def _setup_jax(root: str, role: str, state: dict[str, Any], evidence: JaxEvidence | None, doc: dict[str, Any]) -> None:
     import jax
     from jax._src import compilation_cache as cc
 
@@ -585,18 +574,18 @@ def _refuse_jax_writes(evidence: JaxEvidence | None) -> None:
     if getattr(original, "__orch_refuses__", False):
         return
 
-    def put_executable_and_time(*_args, **_kwargs):
+    def put_executable_and_time(*_args: Any, **_kwargs: Any) -> None:
         """orch: this process reads the cache and never writes it."""
         if evidence is not None:
             evidence.writes_refused += 1
         return None
 
-    put_executable_and_time.__wrapped__ = original
-    put_executable_and_time.__orch_refuses__ = True
+    setattr(put_executable_and_time, "__wrapped__", original)  # noqa: B010 (a function attribute mypy does not know)
+    setattr(put_executable_and_time, "__orch_refuses__", True)  # noqa: B010
     cc.put_executable_and_time = put_executable_and_time
 
 
-def _stop_writing(lease: Lease, state: dict, session: Session) -> None:
+def _stop_writing(lease: Lease, state: dict[str, Any], session: Session) -> None:
     """A writer that lost its lease (paused past the TTL and reclaimed, say) must not go on writing
     beside the new holder: JAX writes are refused from here on; torch_xla cannot be made read-only
     once initialised, which the record says."""
@@ -610,7 +599,7 @@ def _stop_writing(lease: Lease, state: dict, session: Session) -> None:
     print(f"orch launcher: {text}", file=sys.stderr, flush=True)
 
 
-def _setup_torch_xla(root: str, role: str, state: dict) -> None:
+def _setup_torch_xla(root: str, role: str, state: dict[str, Any]) -> None:
     import torch_xla.runtime as xr
 
     readonly = role == "reader"
@@ -667,7 +656,7 @@ def close() -> None:
         )
 
 
-def _note_overrides(state: dict) -> None:
+def _note_overrides(state: dict[str, Any]) -> None:
     """Say so when the program pointed a frontend's cache somewhere else than the policy did."""
     configured = state.get("configured") or {}
     if configured.get("jax") and "jax" in sys.modules:
@@ -699,30 +688,28 @@ def _bundle_dirs(lane_dir: str | None) -> list[str]:
     return sorted(e for e in os.listdir(lane_dir) if not e.startswith(".") and os.path.isdir(os.path.join(lane_dir, e)))
 
 
-def _lease_view(path: str, ttl: float) -> dict:
-    doc = lp.read_json(path)
-    if doc is None and os.path.exists(path):
-        doc = {}
-    state, why = judge_lease(doc, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
-    out = {"state": state, "reason": why, "path": path}
-    if doc:
+def _lease_view(path: str, ttl: float) -> dict[str, Any]:
+    reading = lease.read(path, LEASE_FIELDS)
+    state, why = judge_lease(reading, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
+    out: dict[str, Any] = {"state": state, "reason": why, "path": path}
+    if reading.state == "held":
         out.update(
             {
-                "holder": doc.get("holder"),
-                "heartbeat_at": doc.get("heartbeat_at"),
-                "acquired_at": doc.get("acquired_at"),
+                "holder": reading.doc.get("holder"),
+                "heartbeat_at": reading.heartbeat,
+                "acquired_at": reading.doc.get("acquired_at"),
             }
         )
     return out
 
 
-def status(req: dict) -> dict:
+def status(req: dict[str, Any]) -> dict[str, Any]:
     lane_dir, ttl = req.get("lane_dir"), float(req.get("ttl") or 20.0)
     active = req.get("active")
     active_id = os.path.basename(os.path.realpath(active)) if active and os.path.exists(active) else None
     bundles = []
     for bundle_id in _bundle_dirs(lane_dir):
-        base = os.path.join(lane_dir, bundle_id)
+        base = os.path.join(str(lane_dir), bundle_id)
         bundles.append(
             {
                 "bundle_id": bundle_id,
@@ -733,11 +720,11 @@ def status(req: dict) -> dict:
             }
         )
     checks_dir = req.get("checks_dir")
-    checks = sorted(os.listdir(checks_dir)) if checks_dir and os.path.isdir(checks_dir) else []
+    checks = sorted(os.listdir(checks_dir)) if isinstance(checks_dir, str) and os.path.isdir(checks_dir) else []
     return {
         "ok": True,
         "lane_dir": lane_dir,
-        "exists": bool(lane_dir) and os.path.isdir(lane_dir),
+        "exists": isinstance(lane_dir, str) and os.path.isdir(lane_dir),
         "active_bundle": active_id,
         "bundles": bundles,
         "checks": checks,
@@ -755,7 +742,7 @@ def _size(path: str) -> int:
     return total
 
 
-def clear(req: dict) -> dict:
+def clear(req: dict[str, Any]) -> dict[str, Any]:
     ttl = float(req.get("ttl") or 20.0)
     scope_dir = req.get("scope_dir")
     if scope_dir:
@@ -773,7 +760,7 @@ def clear(req: dict) -> dict:
     lane_dir = req.get("lane_dir")
     removed, refused, freed = [], [], 0
     for bundle_id in _bundle_dirs(lane_dir):
-        base = os.path.join(lane_dir, bundle_id)
+        base = os.path.join(str(lane_dir), bundle_id)
         lease = _lease_view(os.path.join(base, LEASE_FILE), ttl)
         if lease["state"] == "live":
             refused.append(

@@ -17,12 +17,13 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
 
 
-def _files(run_dir: str) -> dict:
+def _files(run_dir: str) -> dict[str, Any]:
     return {
         "launch": lp.read_json(os.path.join(run_dir, lp.LAUNCH_FILE)),
         "pid": lp.read_json(os.path.join(run_dir, lp.PID_FILE)),
@@ -31,12 +32,12 @@ def _files(run_dir: str) -> dict:
     }
 
 
-def release(run_dir: str, at: float) -> dict:
+def release(run_dir: str, at: float) -> dict[str, Any]:
     lp.write_json_atomic(os.path.join(run_dir, lp.RELEASE_FILE), {"release_at": at, "written_at": time.time()})
     return {"ok": True, "release_at": at}
 
 
-def stop(run_dir: str, grace: float, reason: str) -> dict:
+def stop(run_dir: str, grace: float, reason: str) -> dict[str, Any]:
     f = _files(run_dir)
     launch = f["launch"]
     stop_path = os.path.join(run_dir, lp.STOP_FILE)
@@ -68,7 +69,7 @@ def stop(run_dir: str, grace: float, reason: str) -> dict:
     return {"ok": not report["left"], **report, "exit": lp.read_json(os.path.join(run_dir, lp.EXIT_FILE))}
 
 
-def status(run_dir: str) -> dict:
+def status(run_dir: str) -> dict[str, Any]:
     f = _files(run_dir)
     launch, pidinfo, record, done = f["launch"], f["pid"] or {}, f["record"] or {}, f["exit"]
     members = lp.run_members(launch["run_id"], launch["worker"], pidinfo) if launch else []
@@ -81,7 +82,7 @@ def status(run_dir: str) -> dict:
     elif not lp.alive(pidinfo.get("supervisor_pid"), pidinfo.get("supervisor_starttime")):
         state = "orphaned" if members else "lost"
     else:
-        state = {"ready": "ready", "running": "running", "exited": "exiting"}.get(record.get("phase"), "starting")
+        state = {"ready": "ready", "running": "running", "exited": "exiting"}.get(str(record.get("phase")), "starting")
     try:
         log_size = os.path.getsize(os.path.join(run_dir, lp.LOG_FILE))
     except OSError:
@@ -99,7 +100,7 @@ def status(run_dir: str) -> dict:
     }
 
 
-def collect(run_dir: str) -> dict:
+def collect(run_dir: str) -> dict[str, Any]:
     f = _files(run_dir)
     return {"ok": f["launch"] is not None, "pid": f["pid"], "record": f["record"], "exit": f["exit"]}
 

@@ -25,12 +25,13 @@ import os
 import socket
 import sys
 import time
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
 
 
-def active_bundle(root: str, lane: str) -> dict:
+def active_bundle(root: str, lane: str) -> dict[str, Any]:
     link = os.path.join(root, "lanes", lane, "active")
     target = os.path.realpath(link) if os.path.lexists(link) else None
     python = os.path.join(link, "bin", "python")
@@ -75,10 +76,10 @@ def free_port_pair() -> list[int] | None:
     return None
 
 
-def earlier_runs(root: str, current: str) -> list[dict]:
+def earlier_runs(root: str, current: str) -> list[dict[str, Any]]:
     """Runs recorded under <root>/runs/ (other than `current`) with live processes here."""
     runs_dir = os.path.join(root, "runs")
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         names = sorted(os.listdir(runs_dir))
     except OSError:
@@ -108,7 +109,7 @@ def earlier_runs(root: str, current: str) -> list[dict]:
     return out
 
 
-def reclaim(runs: list[dict], grace: float) -> list[dict]:
+def reclaim(runs: list[dict[str, Any]], grace: float) -> list[dict[str, Any]]:
     """End every process of the given earlier runs (supervisor first, so it cannot restart anything)."""
     done = []
     for run in runs:
@@ -118,9 +119,9 @@ def reclaim(runs: list[dict], grace: float) -> list[dict]:
             lp.write_json_atomic(stop_path, {"reason": "reclaimed by a later launch", "time": time.time()})
         sup = pidinfo.get("supervisor_pid")
 
-        def find(run=run, sup=sup):
+        def find(run: dict[str, Any] = run, sup: int | None = sup) -> list[int]:
             found = lp.run_members(run["run_id"], run["worker"], run["pidinfo"])
-            if lp.alive(sup, run["pidinfo"].get("supervisor_starttime")):
+            if sup is not None and lp.alive(sup, run["pidinfo"].get("supervisor_starttime")):
                 found.append(sup)
             return found
 
@@ -129,9 +130,9 @@ def reclaim(runs: list[dict], grace: float) -> list[dict]:
     return done
 
 
-def preflight(req: dict) -> dict:
+def preflight(req: dict[str, Any]) -> dict[str, Any]:
     root, lane, run_id = req["root"], req["lane"], req["run_id"]
-    result: dict = {"ok": True, "hostname": socket.gethostname()}
+    result: dict[str, Any] = {"ok": True, "hostname": socket.gethostname()}
     os.makedirs(os.path.join(root, "runs"), exist_ok=True)
     earlier = earlier_runs(root, run_id)
     if req.get("reclaim") and earlier:

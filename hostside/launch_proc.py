@@ -1,13 +1,7 @@
 """Processes and files of a launched run, as seen on one worker (stdlib, Linux /proc).
 
-A run's directory on a worker (`<root>/runs/<run-id>/`) holds:
-
-    launch.json    the per-worker launch file (written by launch_start)
-    pid            {pid, pgid, sid, starttime, supervisor_pid, ...} of the user process
-    output.log     the user process's stdout and stderr
-    record.json    what the launcher did, in order, with timestamps
-    ready / release / stop / exit.json   the start barrier and the end of the run
-    supervisor.log the supervisor's own messages
+The run directory's layout is `hostside.rundir` (its names are re-exported
+here for older callers); who holds what comes from `hostside.procfs`.
 
 Which processes belong to a run: the user process is a session and
 process-group leader (the supervisor starts it with `setsid`), so its pgid and
@@ -20,100 +14,48 @@ slice).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
+from collections.abc import Callable
+from typing import Any
 
-LAUNCH_FILE = "launch.json"
-PID_FILE = "pid"
-LOG_FILE = "output.log"
-RECORD_FILE = "record.json"
-READY_FILE = "ready"
-RELEASE_FILE = "release"
-STOP_FILE = "stop"
-EXIT_FILE = "exit.json"
-SUPERVISOR_LOG = "supervisor.log"
+from hostside import files, procfs
 
+# Re-exported (`X as X`): callers of this module use these names.
+from hostside.procfs import alive as alive
+from hostside.procfs import cmdline as cmdline
+from hostside.procfs import environ as environ
+from hostside.procfs import pids as pids
+from hostside.procfs import stat as stat
+from hostside.rundir import EXIT_FILE as EXIT_FILE
+from hostside.rundir import LAUNCH_FILE as LAUNCH_FILE
+from hostside.rundir import LOG_FILE as LOG_FILE
+from hostside.rundir import PID_FILE as PID_FILE
+from hostside.rundir import READY_FILE as READY_FILE
+from hostside.rundir import RECORD_FILE as RECORD_FILE
+from hostside.rundir import RELEASE_FILE as RELEASE_FILE
+from hostside.rundir import STOP_FILE as STOP_FILE
+from hostside.rundir import SUPERVISOR_LOG as SUPERVISOR_LOG
 
-def write_json_atomic(path: str, doc: dict) -> None:
-    """Write a JSON document so readers see the old or the new file, never half of one."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1, sort_keys=False)
-        fh.write("\n")
-    # No fsync: these files coordinate live processes, and an fsync can stall
-    # for seconds behind other writers' dirty data (a journal commit).
-    os.replace(tmp, path)
-
-
-def read_json(path: str) -> dict | None:
-    """The JSON document at `path`, or None when absent or (still) unreadable."""
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+# Run files are read by the same user's jobs and by `orch gather`; not secrets.
+RUN_FILE_MODE = 0o644
 
 
-# -- /proc -------------------------------------------------------------------
+def write_json_atomic(path: str, doc: dict[str, Any]) -> None:
+    """Write a JSON document so readers see the old or the new file, never half of one (hostside.files)."""
+    files.write_json_atomic(path, doc, mode=RUN_FILE_MODE)
 
 
-def stat(pid: int) -> dict | None:
-    """state, ppid, pgid, sid and starttime (clock ticks since boot) of `pid`, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    rest = text[text.rfind(")") + 2 :].split()
-    return {
-        "state": rest[0],
-        "ppid": int(rest[1]),
-        "pgid": int(rest[2]),
-        "sid": int(rest[3]),
-        "starttime": int(rest[19]),
-    }
+def read_json(path: str) -> Any:
+    """The JSON document at `path`, or None when absent or (still) unreadable (hostside.files)."""
+    return files.read_json(path)
 
 
-def alive(pid: int | None, starttime: int | None = None) -> bool:
-    """True when `pid` runs (not a zombie) and, if given, started at `starttime` (no pid reuse)."""
-    if not pid:
-        return False
-    st = stat(pid)
-    if st is None or st["state"] in ("Z", "X"):
-        return False
-    return starttime is None or st["starttime"] == starttime
+# -- processes of a run ----------------------------------------------------------
 
 
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def environ(pid: int) -> dict | None:
-    """The environment `pid` was exec'd with, or None when not readable."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    env = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return env
-
-
-def pids() -> list[int]:
-    return sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
-
-
-def describe(pid: int) -> dict:
+def describe(pid: int) -> dict[str, Any]:
     """pid, command line and, if it belongs to an orch run, that run's id."""
     env = environ(pid) or {}
     return {
@@ -124,19 +66,20 @@ def describe(pid: int) -> dict:
     }
 
 
-def verified_pgid(pidinfo: dict | None) -> int | None:
+def verified_pgid(pidinfo: dict[str, Any] | None) -> int | None:
     """The run's process group id, only while its leader is the process we started.
 
     Once the leader is gone its pid (and so the group id) may be reused by
     anyone; then only the environment identifies the run's processes.
     """
     info = pidinfo or {}
-    if info.get("pgid") and alive(info.get("pid"), info.get("starttime")):
-        return info["pgid"]
+    pgid = info.get("pgid")
+    if isinstance(pgid, int) and pgid and alive(info.get("pid"), info.get("starttime")):
+        return pgid
     return None
 
 
-def run_members(run_id: str, worker: str, pidinfo: dict | None) -> list[int]:
+def run_members(run_id: str, worker: str, pidinfo: dict[str, Any] | None) -> list[int]:
     """Live processes of run `run_id` on `worker`: its verified group and session, or its environment."""
     me = os.getpid()
     pgid = verified_pgid(pidinfo)
@@ -157,7 +100,9 @@ def run_members(run_id: str, worker: str, pidinfo: dict | None) -> list[int]:
     return out
 
 
-def terminate(find, *, grace: float, pgid: int | None = None, poll: float = 0.02) -> dict:
+def terminate(
+    find: Callable[[], list[int]], *, grace: float, pgid: int | None = None, poll: float = 0.02
+) -> dict[str, Any]:
     """TERM what `find()` returns (and the process group), wait up to `grace`, then KILL the rest.
 
     Returns {"term": [...], "kill": [...], "left": [...], "elapsed": s}.
@@ -202,54 +147,12 @@ def _signal_all(targets: list[int], sig: int, pgid: int | None) -> None:
 # -- locks and devices ---------------------------------------------------------
 
 
-def lock_holders(path: str) -> list[dict]:
-    """Processes holding a POSIX/flock lock on `path` (from /proc/locks, matched by device and inode)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return []
-    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
-    holders: dict[int, dict] = {}
-    try:
-        with open("/proc/locks") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        parts = line.split()
-        if "->" in parts:  # a blocked waiter, not a holder
-            continue
-        try:
-            i = next(k for k, p in enumerate(parts) if p.count(":") == 2 and k > 3)
-            major, minor, inode = parts[i].split(":")
-            key = (int(major, 16), int(minor, 16), int(inode))
-            pid = int(parts[i - 1])
-        except (StopIteration, ValueError):
-            continue
-        if key == want and pid > 0 and pid != os.getpid():
-            holders[pid] = {**describe(pid), "lock": parts[1] if len(parts) > 1 else "?"}
-    return list(holders.values())
+def lock_holders(path: str) -> list[dict[str, Any]]:
+    """Processes holding a lock on `path` (hostside.procfs's rule), each described as by `describe`."""
+    return [describe(pid) for pid in procfs.lock_holders(path)]
 
 
-DEVICE_PREFIXES = ("/dev/accel", "/dev/vfio/")
-
-
-def device_holders() -> list[dict]:
-    """Processes with a TPU chip device open (/dev/accel*, /dev/vfio/N)."""
-    out = []
-    for pid in pids():
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        held = set()
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith(DEVICE_PREFIXES) and target != "/dev/vfio/vfio":
-                held.add(target)
-        if held:
-            out.append({**describe(pid), "devices": sorted(held)})
-    return out
+def device_holders() -> list[dict[str, Any]]:
+    """Processes with a TPU chip device open (/dev/accel*, /dev/vfio/N), each with its devices."""
+    scan = procfs.device_holders()
+    return [{**describe(pid), "devices": devices} for pid, devices in sorted(scan.holders.items())]

@@ -2,8 +2,8 @@
 
 Reads the launch document on stdin and writes it into the run directory it
 names, owner-only (it holds the run's environment), refusing a run directory
-that already holds a run or a stop; then starts the supervisor detached (its own session, stdio away from the SSH channel), so the
-run outlives this SSH session: the controller watches it with
+that already holds a run or a stop; then starts the supervisor detached
+(its own session, stdio away from the SSH channel), so the run outlives this SSH session: the controller watches it with
 `hostside.launch_watch` and ends it with `hostside.launch_ctl stop`.
 Prints one JSON document: the supervisor's and the user process's ids.
 """
@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
@@ -22,7 +23,7 @@ from hostside import launch_proc as lp
 START_WAIT = 15.0
 
 
-def start(doc: dict) -> dict:
+def start(doc: dict[str, Any]) -> dict[str, Any]:
     """Write the run's launch file (owner-only: it holds the run's environment, credentials included)
     and start the supervisor; refuses a run directory that already holds a run, or a stopped run."""
     run_dir = doc["run_dir"]

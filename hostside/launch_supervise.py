@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import time
+from types import FrameType
+from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
@@ -30,7 +32,7 @@ def _log(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} supervisor: {msg}", file=sys.stderr, flush=True)
 
 
-def child_env(doc: dict, hostside_root: str) -> dict:
+def child_env(doc: dict[str, Any], hostside_root: str) -> dict[str, Any]:
     """The user process's environment: the worker's, minus orch's plumbing, plus the plan's."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     env.update(doc["env"])
@@ -78,8 +80,8 @@ def supervise(run_dir: str) -> int:
         )
         return 1
     log.close()
-    st = lp.stat(proc.pid) or {}
-    me = lp.stat(os.getpid()) or {}
+    st = lp.stat(proc.pid)
+    me = lp.stat(os.getpid())
     pidinfo = {
         "schema_version": SCHEMA_VERSION,
         "run_id": doc["run_id"],
@@ -87,18 +89,18 @@ def supervise(run_dir: str) -> int:
         "pid": proc.pid,
         "pgid": proc.pid,
         "sid": proc.pid,
-        "starttime": st.get("starttime"),
+        "starttime": st["starttime"] if st else None,
         "supervisor_pid": os.getpid(),
-        "supervisor_starttime": me.get("starttime"),
+        "supervisor_starttime": me["starttime"] if me else None,
         "started_at": time.time(),
         "python": doc["python"],
         "cwd": cwd,
     }
     lp.write_json_atomic(os.path.join(run_dir, lp.PID_FILE), pidinfo)
 
-    stop_requested = []
+    stop_requested: list[int] = []
 
-    def on_term(signum, frame):  # `kill` of the supervisor itself ends the run too
+    def on_term(signum: int, frame: FrameType | None) -> None:  # `kill` of the supervisor itself ends the run too
         stop_requested.append(signum)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -139,7 +141,13 @@ def supervise(run_dir: str) -> int:
     return 0
 
 
-def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list, pidinfo: dict) -> tuple[int, bool]:
+def _wait(
+    proc: subprocess.Popen[bytes],
+    run_dir: str,
+    doc: dict[str, Any],
+    stop_requested: list[int],
+    pidinfo: dict[str, Any],
+) -> tuple[int, bool]:
     """Wait for the user process; end its group on timeout or on our own SIGTERM."""
     timeout = doc.get("timeout")
     deadline = None
@@ -174,7 +182,7 @@ def _wait(proc: subprocess.Popen, run_dir: str, doc: dict, stop_requested: list,
             pass
 
 
-def _finish_record(run_dir: str, code, sig, reason: str) -> None:
+def _finish_record(run_dir: str, code: int | None, sig: int | None, reason: str) -> None:
     """Complete the record's exit status when the launcher could not (killed, or never started)."""
     path = os.path.join(run_dir, lp.RECORD_FILE)
     record = lp.read_json(path)

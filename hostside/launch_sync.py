@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tarfile
+from typing import Any
 
 from hostside import SCHEMA_VERSION
+from hostside.files import copy_atomic
 from hostside.files import sha256_file as file_hash
 
 SKIP_DIRS = {
@@ -39,9 +40,9 @@ SKIP_DIRS = {
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
-def manifest(directory: str) -> dict[str, list]:
+def manifest(directory: str) -> dict[str, list[Any]]:
     """relpath -> [sha256, mode] of the regular files under `directory` (symlinks and caches skipped)."""
-    files: dict[str, list] = {}
+    files: dict[str, list[Any]] = {}
     if not os.path.isdir(directory):
         return files
     for dirpath, dirnames, filenames in os.walk(directory):
@@ -55,7 +56,7 @@ def manifest(directory: str) -> dict[str, list]:
     return files
 
 
-def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
+def apply(directory: str, wanted: dict[str, list[Any]], archive: str | None) -> dict[str, Any]:
     os.makedirs(directory, exist_ok=True)
     changed = []
     if archive:
@@ -64,20 +65,18 @@ def apply(directory: str, wanted: dict[str, list], archive: str | None) -> dict:
                 rel = member.name
                 if not member.isfile() or rel not in wanted or rel.startswith("/") or ".." in rel.split("/"):
                     continue
-                dest = os.path.join(directory, rel)
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                tmp = f"{dest}.orch-sync-{os.getpid()}"
-                with tar.extractfile(member) as src, open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                os.chmod(tmp, wanted[rel][1])
-                os.replace(tmp, dest)
+                src = tar.extractfile(member)
+                if src is None:  # not a regular file after all
+                    continue
+                with src:
+                    copy_atomic(os.path.join(directory, rel), src, mode=wanted[rel][1])
                 changed.append(rel)
         os.unlink(archive)
     deleted = []
     for rel in sorted(set(manifest(directory)) - set(wanted)):
         os.unlink(os.path.join(directory, rel))
         deleted.append(rel)
-    for dirpath, dirnames, filenames in os.walk(directory, topdown=False):
+    for dirpath, _dirnames, _filenames in os.walk(directory, topdown=False):
         if dirpath != directory and not os.listdir(dirpath) and os.path.basename(dirpath) not in SKIP_DIRS:
             os.rmdir(dirpath)
     have = manifest(directory)

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from hostside import launch_proc as lp
 
@@ -26,7 +27,7 @@ TAIL_LINES = 60
 START_WAIT = 30.0
 
 
-def event(kind: str, **data) -> None:
+def event(kind: str, **data: Any) -> None:
     sys.stderr.write("@orch " + json.dumps({"event": kind, "time": time.time(), **data}) + "\n")
     sys.stderr.flush()
 
@@ -99,7 +100,7 @@ def watch(run_dir: str, offset: int, until: str) -> int:
             time.sleep(POLL)
     event("supervisor", **{k: pidinfo.get(k) for k in ("pid", "pgid", "supervisor_pid", "started_at")})
     phases_seen: set[str] = set()
-    record_sig = None
+    record_sig: tuple[int, int, int] | None = None
     last_beat = 0.0
     supervisor_gone_since = None
     while True:
@@ -109,7 +110,7 @@ def watch(run_dir: str, offset: int, until: str) -> int:
         # write, and a missed "ready" stalls the whole gang until the start timeout.
         try:
             st = os.stat(paths[lp.RECORD_FILE])
-            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+            sig: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
         except OSError:
             sig = record_sig
         if sig != record_sig:

@@ -44,17 +44,13 @@ import socket
 import sys
 import time
 import traceback
+from typing import Any
 
 from hostside import SCHEMA_VERSION, receipt_facts, redact
 from hostside import launch_proc as lp
+from hostside.folklore import FOLKLORE_VARS as FOLKLORE
+from hostside.frontends import MODULES as FRONTEND_MODULES
 
-# Stale folklore refused on every lane (FIELD-GUIDE section 3), on top of the
-# profile's own `forbid` list.
-FOLKLORE = {
-    "XLA_USE_BF16": "breaks the current Pallas attention path; set dtypes in code instead",
-    "XLA_USE_SPMD": "is not the SPMD switch; the launcher calls torch_xla.runtime.use_spmd() itself",
-}
-FRONTEND_MODULES = {"torch_xla": ("torch", "torch_xla"), "torch": ("torch",), "jax": ("jax",)}
 RELEASE_POLL = 0.005
 
 
@@ -65,7 +61,7 @@ class Refusal(Exception):
 class Record:
     """The per-process record: what the launcher did, in order, with timestamps."""
 
-    def __init__(self, path: str, doc: dict):
+    def __init__(self, path: str, doc: dict[str, Any]):
         self.path = path
         self.data = {
             "schema_version": SCHEMA_VERSION,
@@ -105,7 +101,7 @@ class Record:
             "finished_at": None,
         }
 
-    def step(self, name: str, status: str, started: float, detail: str = "", **extra) -> None:
+    def step(self, name: str, status: str, started: float, detail: str = "", **extra: Any) -> None:
         self.data["steps"].append(
             {"name": name, "status": status, "started": started, "ended": time.time(), "detail": detail, **extra}
         )
@@ -126,7 +122,7 @@ def _say(text: str) -> None:
 # -- steps -------------------------------------------------------------------
 
 
-def apply_policy(doc: dict, rec: Record) -> None:
+def apply_policy(doc: dict[str, Any], rec: Record) -> None:
     """Set the plan's environment and refuse forbidden variables, before any frontend import."""
     t0 = time.time()
     early = sorted(m for mods in FRONTEND_MODULES.values() for m in mods if m in sys.modules)
@@ -165,7 +161,7 @@ def apply_policy(doc: dict, rec: Record) -> None:
         sys.path.remove(hostside_root)
 
 
-def check_target(doc: dict, rec: Record) -> None:
+def check_target(doc: dict[str, Any], rec: Record) -> None:
     """Refuse before the start barrier when the script is not on this worker."""
     target = doc["target"]
     if target["kind"] == "script" and not os.path.isfile(target["path"]):
@@ -175,7 +171,7 @@ def check_target(doc: dict, rec: Record) -> None:
         )
 
 
-def import_frontends(doc: dict, rec: Record) -> None:
+def import_frontends(doc: dict[str, Any], rec: Record) -> None:
     import importlib
 
     for frontend in doc.get("frontends", []):
@@ -195,7 +191,7 @@ def import_frontends(doc: dict, rec: Record) -> None:
     rec.save()
 
 
-def init_caches(doc: dict, rec: Record) -> None:
+def init_caches(doc: dict[str, Any], rec: Record) -> None:
     # CACHE-INIT HOOK: the lane's compilation-cache policy, after the frontends
     # are imported and before the first computation (hostside/launch_cache.py:
     # torch_xla.runtime.initialize_cache(path, readonly=...), jax's
@@ -208,7 +204,7 @@ def init_caches(doc: dict, rec: Record) -> None:
         raise Refusal(str(exc)) from exc
 
 
-def wait_for_release(doc: dict, rec: Record) -> None:
+def wait_for_release(doc: dict[str, Any], rec: Record) -> None:
     run_dir = doc["run_dir"]
     t0 = time.time()
     rec.data["phase"] = "ready"
@@ -239,7 +235,7 @@ def wait_for_release(doc: dict, rec: Record) -> None:
     rec.step("wait-release", "done", t0, "released together with every worker of the run")
 
 
-def run_contract(doc: dict, rec: Record) -> None:
+def run_contract(doc: dict[str, Any], rec: Record) -> None:
     """The lane's start-up contract, before user code (and before any tensor exists)."""
     for item in doc.get("contract", []):
         action = item["action"]
@@ -270,7 +266,7 @@ def run_contract(doc: dict, rec: Record) -> None:
             rec.step(action, "unknown", t0, "this launcher does not know the step; skipped")
 
 
-def _jax_initialize(doc: dict, rec: Record, t0: float) -> None:
+def _jax_initialize(doc: dict[str, Any], rec: Record, t0: float) -> None:
     import jax
     import jax.distributed as jd
 
@@ -283,7 +279,7 @@ def _jax_initialize(doc: dict, rec: Record, t0: float) -> None:
     _bind_gloo(doc.get("address"), rec)
     original = jd.initialize
 
-    def initialize(*args, **given):
+    def initialize(*args: Any, **given: Any) -> None:
         """orch's launcher already initialised jax.distributed for this process."""
         passed = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in given.items()])
         rec.note(
@@ -293,7 +289,7 @@ def _jax_initialize(doc: dict, rec: Record, t0: float) -> None:
         )
         return None
 
-    initialize.__wrapped__ = original
+    setattr(initialize, "__wrapped__", original)  # noqa: B010 (a function attribute mypy does not know)
     jd.initialize = initialize
     if getattr(jax, "distributed", None) is not jd:
         jax.distributed = jd
@@ -324,10 +320,10 @@ def _bind_gloo(address: str | None, rec: Record) -> None:
         if getattr(original, "__orch_bound__", False):
             return
 
-        def make_gloo_tcp_collectives(distributed_client, hostname=None, interface=None):
+        def make_gloo_tcp_collectives(distributed_client: Any, hostname: Any = None, interface: Any = None) -> Any:
             return original(distributed_client=distributed_client, hostname=hostname or address, interface=interface)
 
-        make_gloo_tcp_collectives.__orch_bound__ = True
+        setattr(make_gloo_tcp_collectives, "__orch_bound__", True)  # noqa: B010
         _jax.make_gloo_tcp_collectives = make_gloo_tcp_collectives
         rec.note(f"jax CPU collectives (gloo) bound to this worker's internal address {address}")
     except Exception as exc:  # a jaxlib without this hook: gloo picks its address itself
@@ -358,7 +354,7 @@ def expose_receipt_api(rec: Record) -> None:
     rec.save()
 
 
-def finish_receipt(doc: dict, rec: Record) -> None:
+def finish_receipt(doc: dict[str, Any], rec: Record) -> None:
     """What answered while the user code ran: devices, runtime-reported versions, the API's last records."""
     try:
         rec.data["devices"] = receipt_facts.devices(doc.get("frontends", []))
@@ -369,7 +365,7 @@ def finish_receipt(doc: dict, rec: Record) -> None:
     rec.data["finished_at"] = time.time()
 
 
-def run_user_code(doc: dict, rec: Record) -> int:
+def run_user_code(doc: dict[str, Any], rec: Record) -> int:
     target = doc["target"]
     expose_receipt_api(rec)
     t0 = time.time()
@@ -399,7 +395,7 @@ def run_user_code(doc: dict, rec: Record) -> int:
     return code
 
 
-def _exit_code(value) -> int:
+def _exit_code(value: object) -> int:
     if value is None:
         return 0
     if isinstance(value, int):

@@ -32,6 +32,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any, Protocol
 
 SCOPES = ("global", "local")
 SAMPLES_KEPT = 1000
@@ -39,11 +40,21 @@ SAVE_EVERY = 1.0  # seconds: repeated records are written at most this often; ne
 UNREDUCED_FLAG = "recorded as global without a reduction: this may be one process's local value"
 
 _lock = threading.RLock()
-_sink = None  # the launcher's record (has .data and .save()) while bound
+
+
+class _Sink(Protocol):
+    """The launcher's record, as far as this module writes to it."""
+
+    data: dict[str, Any]
+
+    def save(self) -> None: ...
+
+
+_sink: _Sink | None = None  # the launcher's record while bound
 _bound_pid = None  # a forked child must not rewrite its parent's receipt
 _last_save = 0.0
 _warned: set[str] = set()
-_state: dict = {"backends": {}, "metrics": {}, "timings": {}, "values": {}, "notes": []}
+_state: dict[str, Any] = {"backends": {}, "metrics": {}, "timings": {}, "values": {}, "notes": []}
 
 
 def active() -> bool:
@@ -75,7 +86,7 @@ def record_backend(
 
 def record_metric(
     name: str,
-    value,
+    value: Any,
     *,
     scope: str,
     reduced_by: str | None = None,
@@ -125,9 +136,10 @@ def record_metric(
 def record_time(name: str, seconds: float) -> None:
     """A duration in seconds (e.g. "compile", "step"); count, total, min, max and recent samples are kept."""
     _check_name(name, "timing name")
-    seconds, nonfinite = _number(seconds, name)
-    if seconds is None:
+    duration, nonfinite = _number(seconds, name)
+    if duration is None:
         raise ValueError(f"orch_receipt.record_time({name!r}): {nonfinite} is not a duration")
+    seconds = duration
     with _lock:
         t = _state["timings"].get(name)
         new = t is None
@@ -151,7 +163,7 @@ def record_time(name: str, seconds: float) -> None:
         _save(force=new)
 
 
-def record(key: str, value) -> None:
+def record(key: str, value: Any) -> None:
     """Anything else worth keeping in the receipt (JSON-serialisable)."""
     import json
 
@@ -170,7 +182,7 @@ def note(text: str) -> None:
         _save(force=True)
 
 
-def recorded() -> dict:
+def recorded() -> dict[str, Any]:
     """What this process recorded so far (a copy)."""
     import copy
 
@@ -181,7 +193,7 @@ def recorded() -> dict:
 # -- for the launcher ------------------------------------------------------------
 
 
-def _bind(record) -> None:
+def _bind(record: _Sink) -> None:
     """Send everything recorded from now on (and before) to `record` (the launcher's Record)."""
     global _sink, _bound_pid
     with _lock:
@@ -199,7 +211,7 @@ def _flush() -> None:
 
 def _save(force: bool) -> None:
     global _last_save
-    if not active():
+    if not active() or _sink is None:
         return
     now = time.monotonic()
     if force or now - _last_save >= SAVE_EVERY:
@@ -210,12 +222,12 @@ def _save(force: bool) -> None:
             print(f"orch_receipt: could not write the receipt: {exc}", file=sys.stderr, flush=True)
 
 
-def _check_name(value, what: str) -> None:
+def _check_name(value: object, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"orch_receipt: {what} must be a non-empty string, got {value!r}")
 
 
-def _number(value, name: str) -> tuple[float | None, str | None]:
+def _number(value: Any, name: str) -> tuple[float | None, str | None]:
     """`value` as a float (0-d arrays and tensors included); non-finite numbers become None."""
     if hasattr(value, "item") and callable(value.item):
         value = value.item()

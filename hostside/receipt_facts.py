@@ -12,6 +12,8 @@ import importlib.util
 import os
 import platform
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 # Distributions every receipt names, installed or not (None), with the keys the receipt uses.
 STACK = {
@@ -43,11 +45,11 @@ def key(dist: str) -> str:
     return dist.lower().replace("-", "_").replace(".", "_")
 
 
-def installed_versions(distributions=()) -> dict:
+def installed_versions(distributions: Iterable[str] = ()) -> dict[str, Any]:
     """Installed versions of the stack (None: not installed) and of the bundle's own distributions."""
     from importlib import metadata
 
-    def version(*names):
+    def version(*names: str) -> str | None:
         for name in names:
             try:
                 return metadata.version(name)
@@ -55,7 +57,7 @@ def installed_versions(distributions=()) -> dict:
                 continue
         return None
 
-    seen = {"python": platform.python_version()}
+    seen: dict[str, str | None] = {"python": platform.python_version()}
     for k, dist in STACK.items():
         seen[k] = version(dist, *ALIASES.get(k, ()))
     for dist in distributions:
@@ -63,7 +65,7 @@ def installed_versions(distributions=()) -> dict:
     return seen
 
 
-def reported_versions() -> dict:
+def reported_versions() -> dict[str, Any]:
     """What the imported modules and the runtimes that came up say about themselves."""
     out = {"python": sys.version.split()[0], "python_implementation": platform.python_implementation()}
     for name in REPORTING_MODULES:
@@ -102,12 +104,12 @@ def reported_versions() -> dict:
     return out
 
 
-def devices(frontends=()) -> dict:
+def devices(frontends: Iterable[str] = ()) -> dict[str, Any]:
     """The devices that answered, per frontend, plus a `summary` of the primary one.
 
     Only backends the run brought up are read (no runtime is started here).
     """
-    out: dict = {}
+    out: dict[str, Any] = {}
     if "jax" in sys.modules:
         out["jax"] = _jax_devices()
     if "torch_xla" in sys.modules:
@@ -131,7 +133,7 @@ def devices(frontends=()) -> dict:
     return out
 
 
-def _jax_devices() -> dict:
+def _jax_devices() -> dict[str, Any]:
     try:
         import jax
         from jax._src import xla_bridge as xb
@@ -163,7 +165,7 @@ def _torch_xla_runtime_up() -> bool | None:
     return None
 
 
-def _torch_xla_devices() -> dict:
+def _torch_xla_devices() -> dict[str, Any]:
     try:
         import torch_xla.runtime as xr
 
@@ -197,11 +199,11 @@ def _torch_xla_devices() -> dict:
         return {"initialized": None, "error": f"{exc.__class__.__name__}: {exc}"}
 
 
-def _torch_devices() -> dict:
+def _torch_devices() -> dict[str, Any]:
     try:
         import torch
 
-        info: dict = {"initialized": True}
+        info: dict[str, Any] = {"initialized": True}
         if torch.cuda.is_available():
             info.update(
                 platform="cuda",
@@ -228,13 +230,13 @@ def _torch_devices() -> dict:
         return {"initialized": None, "error": f"{exc.__class__.__name__}: {exc}"}
 
 
-def capabilities() -> dict:
+def capabilities() -> dict[str, Any]:
     """Version-gated features of the imported frontends: present or not (never raises, never imports a frontend)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, owner, how in CAPABILITIES:
         if owner not in sys.modules:
             continue
-        entry = {"present": None, "how": how}
+        entry: dict[str, Any] = {"present": None, "how": how}
         try:
             if how == "module":
                 entry["present"] = importlib.util.find_spec(name) is not None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from orchestrator.errors import ConfigError, OrchError
 from orchestrator.fleet import Fleet, WorkerRef
@@ -71,14 +72,14 @@ class CachePlan:
     def resolve(self, bundle_id: str) -> CachePlan:
         """The same plan with the bundle id filled in."""
 
-        def fill(p):
+        def fill(p: str | None) -> str | None:
             return p.replace(BUNDLE_PLACEHOLDER, bundle_id) if p else p
 
         return replace(
             self, base=fill(self.base), roots={f: fill(p) for f, p in self.roots.items()}, lease=fill(self.lease)
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "lane": self.lane,
             "worker": self.worker,
@@ -94,8 +95,11 @@ class CachePlan:
         }
 
 
-def _join(*parts: str) -> str:
-    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:] if p])
+def _join(first: str | None, *rest: str | None) -> str:
+    """Worker paths joined with '/' (empty parts skipped); `first` is a root a caller has checked is set."""
+    if first is None:
+        raise ValueError("no cache root to join under (the lane's cache policy is off)")
+    return "/".join([first.rstrip("/")] + [p.strip("/") for p in rest if p])
 
 
 def base_root(fleet: Fleet, lane: str, worker: WorkerRef) -> str | None:
@@ -148,7 +152,7 @@ def cache_plan(
             lease=None,
         )
     base = _join(lane_dir(fleet, lane, worker, scope), bundle_id)
-    roots = {f: _join(base, f) for f in FRONTENDS}
+    roots: dict[str, str | None] = {f: _join(base, f) for f in FRONTENDS}
     if policy.mode == "per-host":
         return CachePlan(
             lane=lane,
@@ -180,7 +184,7 @@ def cache_plan(
     )
 
 
-def launch_cache(fleet: Fleet, lane: str, *, scope: str | None = None) -> dict:
+def launch_cache(fleet: Fleet, lane: str, *, scope: str | None = None) -> dict[str, Any]:
     """The `cache` section of a launch plan: the policy and every process's cache plan."""
     policy = fleet.cache_policy(lane)
     workers = fleet.lane_workers(lane)
@@ -194,7 +198,7 @@ def launch_cache(fleet: Fleet, lane: str, *, scope: str | None = None) -> dict:
     }
 
 
-def describe(cache: dict) -> str:
+def describe(cache: dict[str, Any]) -> str:
     """One line for `orch launch --dry-run`: the policy and who writes."""
     mode = cache.get("mode") or "off"
     name = cache.get("name") or "off"
@@ -230,12 +234,12 @@ class CacheRow:
     frontend: str
     path: str
     writer: str  # a worker name, or "each worker"
-    lease: dict | None  # {"state": live|stale|none, "holder": {...}, "reason": ...}
+    lease: dict[str, Any] | None  # {"state": live|stale|none, "holder": {...}, "reason": ...}
     entries: int
     bytes: int
     last_write: float | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -248,7 +252,7 @@ class CacheStatus:
     errors: dict[str, str] = field(default_factory=dict)
     checks: dict[str, list[str]] = field(default_factory=dict)  # leftover restart-check dirs per worker
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "lane": self.lane,
@@ -270,7 +274,7 @@ def _viewers(fleet: Fleet, lane: str) -> list[WorkerRef]:
     return workers
 
 
-def _job(transport: Transport, worker: WorkerRef, verb: str, request: dict, timeout: float = 120) -> Result:
+def _job(transport: Transport, worker: WorkerRef, verb: str, request: dict[str, Any], timeout: float = 120) -> Result:
     from orchestrator.remote import run_hostside
 
     return run_hostside(
@@ -283,7 +287,7 @@ def _job(transport: Transport, worker: WorkerRef, verb: str, request: dict, time
     )
 
 
-def _document(res: Result) -> dict | None:
+def _document(res: Result) -> dict[str, Any] | None:
     from orchestrator.remote import job_document
 
     try:
@@ -363,7 +367,7 @@ class ClearResult:
     def ok(self) -> bool:
         return not self.refused and not self.errors
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "lane": self.lane,

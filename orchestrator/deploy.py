@@ -31,9 +31,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hostside.deploy import describe_holder
-from orchestrator.bundle import CachedWheel
+from orchestrator.bundle import CachedWheel, Lock
 from orchestrator.errors import BundleError
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.remote import job_document, run_hostside
@@ -62,7 +63,7 @@ class DeployPlan:
     def bundle_bytes(self) -> int:
         return sum(w.size for w in self.wheels) + self.uv.size
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "lane": self.lane,
             "bundle": self.bundle,
@@ -94,12 +95,12 @@ class WorkerOutcome:
     reason: str | None = None
     bytes_from_controller: int = 0
     bytes_from_peer: int = 0
-    recovered_lock: dict | None = None
+    recovered_lock: dict[str, Any] | None = None
     previous: str | None = None
     elapsed: float = 0.0
-    phases: dict = field(default_factory=dict)
+    phases: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -119,7 +120,7 @@ class DeployReport:
     def controller_bytes(self) -> int:
         return sum(o.bytes_from_controller for o in self.outcomes.values())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": 1,
             "lane": self.plan.lane,
@@ -142,7 +143,9 @@ Progress = Callable[[str, str], None]  # (worker, phase)
 # plan
 
 
-def plan_deploy(fleet: Fleet, lane: str, *, relay: bool = True, lock=None, fetch: bool = True) -> DeployPlan:
+def plan_deploy(
+    fleet: Fleet, lane: str, *, relay: bool = True, lock: Lock | None = None, fetch: bool = True
+) -> DeployPlan:
     """Read the lane's bundle lock and list what every worker should end up with.
 
     With `fetch`, wheels missing from the controller's cache are fetched from
@@ -231,7 +234,7 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
 
 
 class _Deploy:
-    def __init__(self, plan: DeployPlan, transport: Transport, holder: dict, say: Progress):
+    def __init__(self, plan: DeployPlan, transport: Transport, holder: dict[str, Any], say: Progress):
         self.plan, self.t, self.holder, self.say = plan, transport, holder, say
         self.workers = {w.name: w for w in plan.workers}
         self.outcomes = {w.name: WorkerOutcome(worker=w.name) for w in plan.workers}
@@ -239,13 +242,13 @@ class _Deploy:
         self.seed: str | None = None
         self.relay_used = False
         self.all_wheels = {w.sha256: w for w in (*plan.wheels, plan.uv)}
-        self.needs: dict[str, list[dict]] = {}
+        self.needs: dict[str, list[dict[str, Any]]] = {}
         self.free: dict[str, int | None] = {}  # disk_free_bytes under the root, as begin saw it
-        self.lost: dict[str, dict | None] = {}  # worker -> who holds our lock now (from a heartbeat)
+        self.lost: dict[str, dict[str, Any] | None] = {}  # worker -> who holds our lock now (from a heartbeat)
 
     # -- plumbing --------------------------------------------------------
 
-    def _base(self, w: WorkerRef) -> dict:
+    def _base(self, w: WorkerRef) -> dict[str, Any]:
         return {
             "root": w.root,
             "lane": self.plan.lane,
@@ -254,7 +257,9 @@ class _Deploy:
             "holder": self.holder,
         }
 
-    def call(self, w: WorkerRef, action: str, extra: dict | None = None, timeout: float = 600) -> dict:
+    def call(
+        self, w: WorkerRef, action: str, extra: dict[str, Any] | None = None, timeout: float = 600
+    ) -> dict[str, Any]:
         """Run one hostside deploy action; returns its document or raises _Failed."""
         req = {**self._base(w), **(extra or {})}
         res = run_hostside(self.t, w, "deploy", [action], stdin=json.dumps(req), timeout=timeout)
@@ -345,10 +350,10 @@ class _Deploy:
         need, headroom = _mib(nbytes + disk_headroom(nbytes)), _mib(disk_headroom(nbytes))
         return (
             f"not enough disk space: needs {need} MiB ({_mib(nbytes)} MiB of wheels + {headroom} MiB "
-            f"headroom), {self.free[w.name] // 2**20} MiB free under {w.root}"
+            f"headroom), {(self.free[w.name] or 0) // 2**20} MiB free under {w.root}"
         )
 
-    def transfer(self, need: dict[str, list[dict]]) -> None:
+    def transfer(self, need: dict[str, list[dict[str, Any]]]) -> None:
         candidates = sorted(need, key=lambda n: (-len(need[n]), self.workers[n].index))
         union = {w["sha256"] for m in need.values() for w in m}
         others = [n for n in need if need[n]]
@@ -538,7 +543,7 @@ class _Heartbeat:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         # A beat in flight is harmless after this: the worker refreshes only a
         # lock that still carries our token, under the lane's mutex.
@@ -558,7 +563,7 @@ class _liveness:
     def __init__(self, token: str):
         self.path = _liveness_path(token)
 
-    def __enter__(self):
+    def __enter__(self) -> _liveness:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -566,12 +571,12 @@ class _liveness:
         fcntl.flock(self.fh, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.path.unlink(missing_ok=True)
         self.fh.close()
 
 
-def _holder_is_dead(holder: dict | None) -> bool:
+def _holder_is_dead(holder: dict[str, Any] | None) -> bool:
     """A lock taken from this controller host by a deploy that is no longer running.
 
     The holder's liveness file is exact proof: flock'd while it runs, removed
@@ -605,7 +610,7 @@ def _holder_is_dead(holder: dict | None) -> bool:
     return True
 
 
-def _named_liveness(holder: dict, token: str) -> Path | None:
+def _named_liveness(holder: dict[str, Any], token: str) -> Path | None:
     """The liveness file a lock names, if it has the shape `_liveness_path` gives
     (a lock file is worker data: never let it point us at another file)."""
     named = holder.get("liveness")
@@ -622,7 +627,7 @@ def _named_liveness(holder: dict, token: str) -> Path | None:
     return None
 
 
-def _pid_is_gone(pid) -> bool:
+def _pid_is_gone(pid: object) -> bool:
     """Whether no process with this pid exists on this host."""
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -641,7 +646,7 @@ def _pid_is_gone(pid) -> bool:
 # rollback and status
 
 
-def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict]:
+def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict[str, Any]]:
     """Re-activate the previous bundle on every worker of the lane."""
 
     def one(w: WorkerRef) -> Result:
@@ -651,7 +656,7 @@ def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict]:
     return {n: _doc_or_error(r) for n, r in transport.map(one, [w.name for w in fleet.lane_workers(lane)]).items()}
 
 
-def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, dict]:
+def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, dict[str, Any]]:
     """Active/previous bundle per worker and lane, as the workers report it."""
     members = {ln: set(fleet.lane_members[ln]) for ln in lanes}
     names = sorted({n for m in members.values() for n in m}, key=lambda n: fleet.worker(n).index)
@@ -664,7 +669,7 @@ def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, di
     return {n: _doc_or_error(r) for n, r in transport.map(one, names).items()}
 
 
-def _doc_or_error(res: Result) -> dict:
+def _doc_or_error(res: Result) -> dict[str, Any]:
     if res.error:
         return {"ok": False, "error": res.error, "error_kind": res.error_kind}
     try:
@@ -673,7 +678,9 @@ def _doc_or_error(res: Result) -> dict:
         return {"ok": False, "error": str(exc)}
 
 
-def disagreements(fleet: Fleet, statuses: dict[str, dict], lanes: list[str]) -> dict[str, dict[str, list[str]]]:
+def disagreements(
+    fleet: Fleet, statuses: dict[str, dict[str, Any]], lanes: list[str]
+) -> dict[str, dict[str, list[str]]]:
     """Per lane, {bundle_id: [workers]} when a lane's workers disagree (a mixed stack inside a lane)."""
     out = {}
     for ln in lanes:

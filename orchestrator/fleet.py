@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from hostside.folklore import FOLKLORE_VARS as FOLKLORE_VARS  # a profile setting one is refused
+from hostside.pins import is_exact, project_names
 from orchestrator.errors import ConfigError
 from orchestrator.yamlsrc import Located, did_you_mean, format_path, load
 
 FLEET_ENV = "ORCH_FLEET"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 DEFAULT_ROOT = "/var/lib/orch"
-# Folklore that breaks current stacks (FIELD-GUIDE section 3); a profile that
-# sets one of these in `env` is refused even if it forgets to forbid it.
-FOLKLORE_VARS = {
-    "XLA_USE_BF16": "breaks the current Pallas attention path; use dtype policy in code",
-    "XLA_USE_SPMD": "is not the SPMD switch; the launcher calls torch_xla.runtime.use_spmd()",
-}
 
 
 class _Model(BaseModel):
@@ -131,7 +128,7 @@ class Bundle(_Model):
 
     python: str = Field(pattern=r"^3\.\d+$", description="Python version of the bundle environment, e.g. '3.11'.")
     pins: list[str] = Field(min_length=1, description="Requirements, each pinned with '==', e.g. 'jax==0.10.2'.")
-    source: BundleSource = Field(default_factory=BundleSource)
+    source: BundleSource = Field(default_factory=BundleSource)  # type: ignore[arg-type]  # pydantic, no plugin
     provenance: dict[str, str] = Field(
         default_factory=dict, description="Free-form notes: custom build, OpenXLA commit, ..."
     )
@@ -142,7 +139,7 @@ class Bundle(_Model):
     @model_validator(mode="after")
     def _pins_are_pinned(self) -> Bundle:
         for pin in self.pins:
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*===?\s*\S+$", pin):
+            if not is_exact(pin):
                 raise PydanticCustomError(
                     "unpinned", "pin '{pin}' is not exact; expected NAME==VERSION (e.g. 'jax==0.10.2')", {"pin": pin}
                 )
@@ -202,7 +199,7 @@ class CachePolicy(_Model):
     )
 
 
-WorkerSpec = Union[int, str]
+WorkerSpec = int | str
 
 
 class Lane(_Model):
@@ -231,7 +228,7 @@ class FleetModel(_Model):
     )
 
     version: Literal[1] = Field(1, description="Format version of this file.")
-    ssh: SshSettings = Field(default_factory=SshSettings)
+    ssh: SshSettings = Field(default_factory=SshSettings)  # type: ignore[arg-type]  # pydantic, no plugin
     slices: dict[str, Slice] = Field(min_length=1, description="Pod slices by name.")
     bundles: dict[str, Bundle] = Field(default_factory=dict, description="Pinned software stacks by name.")
     runtime_profiles: dict[str, RuntimeProfile] = Field(
@@ -326,7 +323,7 @@ class Fleet:
 
     def cache_policy(self, lane_name: str) -> CachePolicy:
         lane = self.lane(lane_name)
-        return self.model.cache_policies[lane.cache] if lane.cache else CachePolicy(mode="off")
+        return self.model.cache_policies[lane.cache] if lane.cache else CachePolicy(mode="off", root=None, writer=None)
 
     def select(self, *, lane: str | None = None, workers: str | None = None) -> list[WorkerRef]:
         """Workers chosen by --lane and/or --workers (names, globs, or index ranges); never none."""
@@ -371,7 +368,7 @@ def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> lis
 # Loading
 
 
-def find_fleet_path(explicit: str | os.PathLike | None) -> Path:
+def find_fleet_path(explicit: str | os.PathLike[str] | None) -> Path:
     """--fleet PATH, then $ORCH_FLEET, then ./fleet.yaml."""
     if explicit:
         return Path(explicit)
@@ -386,7 +383,7 @@ def find_fleet_path(explicit: str | os.PathLike | None) -> Path:
     return path
 
 
-def load_fleet(path: str | os.PathLike | None = None) -> Fleet:
+def load_fleet(path: str | os.PathLike[str] | None = None) -> Fleet:
     """Load and validate a fleet file (see `find_fleet_path` for the search)."""
     located = load(find_fleet_path(path), what="fleet file")
     return build_fleet(located)
@@ -479,10 +476,12 @@ def _parse_worker_spec(spec: Any) -> list[int] | None:
     return out
 
 
-def _resolve(model: FleetModel, located: Located, problems: list[str]):
+def _resolve(
+    model: FleetModel, located: Located, problems: list[str]
+) -> tuple[list[WorkerRef], dict[str, tuple[str, ...]]]:
     where = located.where
 
-    def ref_problem(path: tuple, kind: str, value: str, known) -> None:
+    def ref_problem(path: tuple[Any, ...], kind: str, value: str, known: Iterable[str]) -> None:
         problems.append(
             f"{where(path)}: no {kind} '{value}'{did_you_mean(value, known)}"
             + (f" (defined: {', '.join(known)})" if known else f" (the fleet defines no {kind}s)")
@@ -509,7 +508,7 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
                 )
 
     workers: list[WorkerRef] = []
-    endpoints: dict[tuple, tuple] = {}
+    endpoints: dict[tuple[str, int | None], tuple[Any, ...]] = {}
     for slice_name, sl in model.slices.items():
         seen_index: dict[int, int] = {}
         for i, w in enumerate(sl.workers):
@@ -522,6 +521,7 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
                 continue
             seen_index[w.index] = i
             host = w.ssh_alias or w.address
+            assert host is not None  # the model requires an address or an ssh_alias
             port = w.port or (None if w.ssh_alias else sl.port)
             endpoint = (host, port)
             if endpoint in endpoints:
@@ -541,7 +541,7 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
                     port=port,
                     user=w.user or sl.user,
                     identity_file=w.identity_file or sl.identity_file,
-                    internal_address=w.internal_address or w.address or w.ssh_alias,
+                    internal_address=w.internal_address or w.address or host,
                     root=sl.root,
                     shared_dir=sl.shared_dir,
                     python=sl.python,
@@ -621,7 +621,15 @@ def _resolve(model: FleetModel, located: Located, problems: list[str]):
     return workers, members
 
 
-def _check_cache_policy(model, lane_name, lane, slice_name, indices, where, problems) -> None:
+def _check_cache_policy(
+    model: FleetModel,
+    lane_name: str,
+    lane: Lane,
+    slice_name: str,
+    indices: list[int],
+    where: Callable[[tuple[Any, ...]], str],
+    problems: list[str],
+) -> None:
     if not lane.cache or lane.cache not in model.cache_policies:
         return
     policy = model.cache_policies[lane.cache]
@@ -671,10 +679,10 @@ def _is_within(path: str, parent: str) -> bool:
 
 def _bundle_has(model: FleetModel, bundle: str, dist: str) -> bool:
     b = model.bundles.get(bundle)
-    return bool(b) and any(re.split(r"[\[=<>! ]", pin, 1)[0].lower().replace("_", "-") == dist for pin in b.pins)
+    return b is not None and dist in project_names(b.pins)
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     """The JSON Schema of fleet.yaml, generated from the model."""
     schema = FleetModel.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -9,6 +9,7 @@ a probe proves exactly the policy a launch will run under.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.fleet import Fleet, WorkerRef
 
@@ -21,7 +22,7 @@ class RuntimePolicy:
     forbid: tuple[str, ...]
     profile: str | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"profile": self.profile, "env": dict(self.env), "forbid": list(self.forbid)}
 
 

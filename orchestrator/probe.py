@@ -12,16 +12,21 @@ row; no worker is ever dropped from the report.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from hostside import redact
+from hostside.frontends import CACHE_FRONTENDS, bundle_frontends, provable
+from hostside.pins import pinned_versions
 from orchestrator.cache import cache_plan
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.policy import runtime_policy
 from orchestrator.remote import ensure_hostside, job_document, run_hostside
 from orchestrator.transport import Result, Transport
+
+if TYPE_CHECKING:  # diagnose is imported when a failure needs it (its table is large)
+    from orchestrator.diagnose import Finding
 
 SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT = 90.0  # seconds a worker's whole probe may take (deep)
@@ -52,7 +57,6 @@ CHECK_LAYER = {
     "runtime": "runtime-proof",
     "cache": "cache",
 }
-CACHE_FRONTENDS = ("jax", "torch_xla")
 
 
 # ---------------------------------------------------------------------------
@@ -65,9 +69,9 @@ class ProbeRequest:
 
     worker: WorkerRef
     lane: str | None
-    doc: dict  # the request hostside.probe reads (controller_time is added at send time)
+    doc: dict[str, Any]  # the request hostside.probe reads (controller_time is added at send time)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         doc = dict(self.doc)
         if isinstance(doc.get("policy"), dict):
             doc["policy"] = {**doc["policy"], "env": redact.env(doc["policy"].get("env") or {})}
@@ -82,7 +86,7 @@ class ProbePlan:
     deep: bool
     timeout: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "deep": self.deep,
@@ -91,25 +95,7 @@ class ProbePlan:
         }
 
 
-def parse_pins(pins) -> dict[str, str]:
-    """['jax==0.10.2', 'torch_xla[tpu]==2.9.0'] -> {'jax': '0.10.2', 'torch-xla': '2.9.0'}."""
-    out = {}
-    for pin in pins:
-        m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*===?\s*(\S+)\s*$", pin)
-        if m:
-            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3)
-    return out
-
-
-def bundle_frontends(pins: dict[str, str], platform: str | None) -> list[str]:
-    """Frontends a bundle brings, from its pins (torch alone counts only on a cpu lane)."""
-    out = [f for f, dist in (("jax", "jax"), ("torch_xla", "torch-xla"), ("torch_tpu", "torch-tpu")) if dist in pins]
-    if "torch" in pins and not {"torch-xla", "torch-tpu"} & set(pins) and platform != "tpu":
-        out.append("torch")
-    return out
-
-
-def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict]:
+def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[str]) -> list[dict[str, Any]]:
     """The cache directories a worker of `lane` uses, and whether it writes or only reads them.
 
     Paths come from orchestrator.cache.cache_plan (the launcher uses the same)
@@ -123,9 +109,11 @@ def cache_entries(fleet: Fleet, lane: str, worker: WorkerRef, frontends: list[st
     return [{"frontend": f, "path": plan.roots[f], "expect": expect} for f in frontends if f in CACHE_FRONTENDS]
 
 
-def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict:
+def build_request(
+    fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
     """The hostside.probe request for one worker (pure)."""
-    doc: dict = {
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "root": worker.root,
         "lane": worker.lane,
@@ -137,9 +125,10 @@ def build_request(fleet: Fleet, worker: WorkerRef, *, deep: bool = True, timeout
         return doc
     lane = fleet.lane(worker.lane)
     bundle = fleet.bundle(lane.bundle)
-    pins = parse_pins(bundle.pins)
+    pins = pinned_versions(bundle.pins)
     policy = runtime_policy(fleet, worker.lane, worker)
-    frontends = bundle_frontends(pins, lane.platform)
+    # What the launcher imports (hostside.frontends), less what cannot prove the lane's platform.
+    frontends = list(provable(bundle_frontends(bundle.pins), lane.platform))
     doc.update(
         {
             "platform": lane.platform,
@@ -179,9 +168,9 @@ class CheckOutcome:
     signature: str | None = None  # the log line a known signature matched
     signature_id: str | None = None
     headline: str | None = None
-    data: dict = field(default_factory=dict, compare=False)
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "status": self.status,
@@ -220,7 +209,7 @@ class WorkerProbe:
     def check(self, name: str) -> CheckOutcome | None:
         return next((c for c in self.checks if c.name == name), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "worker": self.worker,
             "lane": self.lane,
@@ -249,7 +238,7 @@ class ProbeReport:
     def failed(self) -> bool:
         return any(r.failed for r in self.rows)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Counts by verdict and the failing workers of each layer."""
         layers: dict[str, list[str]] = {}
         for r in self.rows:
@@ -259,7 +248,7 @@ class ProbeReport:
         counts = {v: sum(1 for r in self.rows if r.verdict == v) for v in ("ok", "warn", "fail")}
         return {"workers": len(self.rows), **counts, "layers": ordered}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "deep": self.deep,
@@ -269,7 +258,7 @@ class ProbeReport:
         }
 
 
-def _diagnosis(text: str):
+def _diagnosis(text: str) -> Finding | None:
     """(finding or None) from the diagnosis table; None when nothing matches."""
     from orchestrator.diagnose import diagnose
 
@@ -285,7 +274,7 @@ def _layer_remedy(layer: str) -> str:
         return layer_remedy("other")
 
 
-def judge_check(check: dict) -> CheckOutcome:
+def judge_check(check: dict[str, Any]) -> CheckOutcome:
     """A hostside check with its owning layer and remedy when it failed (pure)."""
     name = str(check.get("name", "?"))
     status = str(check.get("status", "fail"))
@@ -314,7 +303,7 @@ def judge_check(check: dict) -> CheckOutcome:
     )
 
 
-def judge(worker: str, lane: str | None, doc: dict, *, elapsed: float = 0.0) -> WorkerProbe:
+def judge(worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float = 0.0) -> WorkerProbe:
     """A worker's row from its hostside.probe document (pure)."""
     checks = tuple(judge_check(c) for c in doc.get("checks") or ())
     runtime = next((c for c in checks if c.name == "runtime"), None)
@@ -324,7 +313,7 @@ def judge(worker: str, lane: str | None, doc: dict, *, elapsed: float = 0.0) -> 
         answered = str(a.get("device_kind") or a.get("platform") or "?")
     failing = [c for c in checks if c.status == "fail"]
     warning = [c for c in checks if c.status == "warn"]
-    base = dict(
+    base: dict[str, Any] = dict(
         worker=worker,
         lane=lane,
         platform=doc.get("platform"),

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from hostside import launch_cache as lc
 from hostside import launch_proc as lp
+from hostside import lease
 from hostside.layout import Layout
 from orchestrator import cache
 from orchestrator import restart_check as rc
@@ -199,19 +200,18 @@ def lease_doc(pid: int, *, host: str = HOST, beat: float | None = None, starttim
 def test_a_lease_is_judged_by_its_holder_pid_on_its_own_host_and_by_the_heartbeat_elsewhere():
     now = 1000.0
     alive = {10: True, 11: False}.get
-    judge = lambda doc: lc.judge_lease(
-        doc,
-        now=now,
-        hostname="h0",
-        ttl=20,  # noqa: E731
-        alive=lambda pid, start=None: alive(pid, False),
-    )
+
+    def judge(doc):
+        reading = lease.Reading("absent") if doc is None else lease.parse(json.dumps(doc), lc.LEASE_FIELDS)
+        return lc.judge_lease(reading, now=now, hostname="h0", ttl=20, alive=lambda pid, start=None: alive(pid, False))
+
     assert judge(None) == ("none", "no writer lease")
     assert judge(lease_doc(10, host="h0", beat=999.0))[0] == "live"
     assert judge(lease_doc(11, host="h0", beat=999.0)) == ("stale", "its holder (pid 11 on h0) is gone")
     assert judge(lease_doc(11, host="h1", beat=990.0))[0] == "live"  # another host: only the heartbeat counts
     assert judge(lease_doc(11, host="h1", beat=900.0)) == ("stale", "its heartbeat expired 100s ago (ttl 20s)")
-    assert judge({"holder": {}})[0] == "stale"
+    assert judge({"holder": {}})[0] == "stale"  # no heartbeat: unreadable, so stale
+    assert judge({"holder": {"hostname": "h0", "pid": "10"}, "heartbeat_at": 999.0})[0] == "stale"  # a pid not a number
 
 
 @pytest.fixture

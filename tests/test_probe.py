@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hostside import launch_proc
+from hostside import launch_proc, probe_bundle, probe_device, probe_runtime_check
 from hostside import probe as hp
 from orchestrator import probe as op
 from orchestrator.fleet import load_fleet
@@ -31,7 +31,7 @@ JAX_FALLBACK_STDERR = textwrap.dedent("""\
     I1122 04:28:21.555981   10679 pjrt_client.cc:579] PjRt-IFRT device count: total=1, addressable=1
     I1122 04:28:21.586655   10679 pjrt_api.cc:119] GetPjrtApi was found for tpu at /var/lib/orch/envs/b/lib/python3.11/site-packages/libtpu/libtpu.so
     INFO jax._src.xla_bridge: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU topology.
-    """)
+    """)  # noqa: E501 (a captured log line, kept whole)
 LIBTPU_ERROR_LOG = (
     "E1122 04:30:07.378848   13156 tpu_util.cc:19] Failed to get TPU topology: NOT_FOUND: "
     "embed://tpu_chip_config/jellyfish_chip_configs_megachip_tccontrol.binarypb does not exist."
@@ -72,47 +72,18 @@ def result_line(**fields) -> str:
         "expected": 3920.0,
         "computed": True,
     }
-    return hp.RESULT_MARK + json.dumps({**base, **fields}) + "\n"
+    return probe_runtime_check.RESULT_MARK + json.dumps({**base, **fields}) + "\n"
 
 
 # ---------------------------------------------------------------------------
 # /proc/locks and the lockfile
 
 
-def test_proc_locks_lines_parse_into_pid_device_and_inode():
-    entries = hp.parse_proc_locks(PROC_LOCKS)
-    assert entries[0] == {
-        "pid": 9018,
-        "kind": "POSIX",
-        "mode": "ADVISORY",
-        "access": "WRITE",
-        "blocked": False,
-        "major": 0xFE,
-        "minor": 0,
-        "inode": 2146719,
-    }
-    assert [e["pid"] for e in entries] == [9018, 812, 990, -1, 4242]
-    assert [e["blocked"] for e in entries] == [False, False, True, False, False]
-
-
-def test_a_lock_holder_is_matched_by_device_and_inode_and_waiters_do_not_count():
-    entries = hp.parse_proc_locks(PROC_LOCKS)
-    assert hp.lock_holders(entries, 2146719, 0xFE, 0) == [9018]
-    assert hp.lock_holders(entries, 1203, 0, 0x19) == [812]
-
-
-def test_a_lock_holder_is_matched_by_inode_alone_when_the_device_numbers_differ():
-    entries = hp.parse_proc_locks(PROC_LOCKS)
-    assert hp.lock_holders(entries, 2146719, 0, 0x2A) == [4242, 9018]
-    assert hp.lock_holders(entries, 77, 0xFE, 0) == []
-
-
-def test_lockfile_is_absent_held_or_stale_and_the_probe_itself_is_never_a_holder():
-    assert hp.lockfile_state(False, [])["state"] == "absent"
-    assert hp.lockfile_state(True, [])["state"] == "stale"
-    held = hp.lockfile_state(True, [{"pid": 9018, "command": "python train.py"}])
+def test_lockfile_is_absent_held_or_stale():
+    assert probe_device.lockfile_state(False, [])["state"] == "absent"
+    assert probe_device.lockfile_state(True, [])["state"] == "stale"
+    held = probe_device.lockfile_state(True, [{"pid": 9018, "command": "python train.py"}])
     assert held == {"state": "held", "holders": [{"pid": 9018, "command": "python train.py"}]}
-    assert hp.lockfile_state(True, [{"pid": 7, "command": "me"}], own_pids={7})["state"] == "stale"
 
 
 def test_the_device_check_names_the_pid_and_command_holding_a_real_lockfile(tmp_path):
@@ -126,17 +97,17 @@ def test_the_device_check_names_the_pid_and_command_holding_a_real_lockfile(tmp_
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        check = hp.check_device({"platform": "tpu", "lockfile": str(lockfile)}, {}).to_dict()
+        check = probe_device.check_device({"platform": "tpu", "lockfile": str(lockfile)}, {}).to_dict()
         assert check["status"] == "fail" and check["layer"] == "device-ownership"
         assert check["data"]["lockfile"]["state"] == "held"
         assert check["data"]["lockfile"]["holders"][0]["pid"] == holder.pid
         assert f"held by pid {holder.pid} ({sys.executable} -c import fcntl" in check["headline"]
-        cpu_lane = hp.check_device({"platform": "cpu", "lockfile": str(lockfile)}, {}).to_dict()
+        cpu_lane = probe_device.check_device({"platform": "cpu", "lockfile": str(lockfile)}, {}).to_dict()
         assert cpu_lane["status"] == "warn"
     finally:
         holder.kill()
         holder.wait()
-    stale = hp.check_device({"platform": "tpu", "lockfile": str(lockfile)}, {}).to_dict()
+    stale = probe_device.check_device({"platform": "tpu", "lockfile": str(lockfile)}, {}).to_dict()
     assert stale["data"]["lockfile"]["state"] == "stale"
     assert stale["status"] == "warn" and any("stale libtpu lockfile" in e for e in stale["evidence"])
 
@@ -146,7 +117,7 @@ def test_the_device_check_names_the_pid_and_command_holding_a_real_lockfile(tmp_
 
 
 def test_a_tpu_lane_answered_by_cpu_is_a_silent_fallback_failure_with_the_runtime_reason():
-    verdict = hp.parse_runtime_output(
+    verdict = probe_runtime_check.parse_runtime_output(
         "jax", result_line(), JAX_FALLBACK_STDERR, 0, intended="tpu", extra_log=LIBTPU_ERROR_LOG
     )
     assert verdict["status"] == "fail"
@@ -157,14 +128,14 @@ def test_a_tpu_lane_answered_by_cpu_is_a_silent_fallback_failure_with_the_runtim
 
 
 def test_a_cpu_lane_answered_by_cpu_is_ok():
-    verdict = hp.parse_runtime_output("jax", result_line(), "", 0, intended="cpu")
+    verdict = probe_runtime_check.parse_runtime_output("jax", result_line(), "", 0, intended="cpu")
     assert verdict["status"] == "ok"
     assert verdict["summary"] == "jax 0.10.2: 1 cpu device(s), computation ok"
 
 
 def test_a_runtime_error_is_a_failure_carrying_the_error_line():
-    stdout = hp.RESULT_MARK + json.dumps({"frontend": "jax", "error": JAX_PLATFORMS_TPU_ERROR}) + "\n"
-    verdict = hp.parse_runtime_output(
+    stdout = probe_runtime_check.RESULT_MARK + json.dumps({"frontend": "jax", "error": JAX_PLATFORMS_TPU_ERROR}) + "\n"
+    verdict = probe_runtime_check.parse_runtime_output(
         "jax", stdout, "Traceback (most recent call last):\n" + JAX_PLATFORMS_TPU_ERROR + "\n", 1, intended="tpu"
     )
     assert verdict["status"] == "fail"
@@ -173,40 +144,46 @@ def test_a_runtime_error_is_a_failure_carrying_the_error_line():
 
 
 def test_a_hung_runtime_is_a_failure_that_says_it_was_killed():
-    verdict = hp.parse_runtime_output("torch_xla", "", "I0000 starting\n", None, intended="tpu", timed_out=8)
+    verdict = probe_runtime_check.parse_runtime_output(
+        "torch_xla", "", "I0000 starting\n", None, intended="tpu", timed_out=8
+    )
     assert verdict["status"] == "fail" and "no answer within 8s (killed)" in verdict["summary"]
 
 
 def test_a_child_that_died_without_a_result_shows_the_tail_of_its_stderr():
-    verdict = hp.parse_runtime_output("jax", "", "Fatal Python error: Segmentation fault\n", -11, intended="cpu")
+    verdict = probe_runtime_check.parse_runtime_output(
+        "jax", "", "Fatal Python error: Segmentation fault\n", -11, intended="cpu"
+    )
     assert verdict["status"] == "fail" and "exited -11 without a result" in verdict["summary"]
     assert "Fatal Python error: Segmentation fault" in verdict["evidence"]
 
 
 def test_a_wrong_computation_is_a_failure_even_on_the_intended_device():
-    verdict = hp.parse_runtime_output("jax", result_line(value=0.0, computed=False), "", 0, intended="cpu")
+    verdict = probe_runtime_check.parse_runtime_output(
+        "jax", result_line(value=0.0, computed=False), "", 0, intended="cpu"
+    )
     assert verdict["status"] == "fail" and "computation gave 0.0" in verdict["summary"]
 
 
 def test_key_lines_keep_reasons_and_drop_info_noise():
     text = JAX_FALLBACK_STDERR + JAX_LOCK_LINE + "\n" + JAX_LOCK_LINE + "\nplain output\n"
-    assert hp.key_lines(text) == [JAX_FALLBACK_STDERR.splitlines()[2], JAX_LOCK_LINE]
+    assert probe_runtime_check.key_lines(text) == [JAX_FALLBACK_STDERR.splitlines()[2], JAX_LOCK_LINE]
 
 
 def test_the_child_environment_applies_policy_and_removes_forbidden_variables():
-    env, removed = hp.child_environment(
+    env, removed = probe_runtime_check.child_environment(
         {"env": {"PJRT_DEVICE": "TPU"}, "forbid": ["XLA_USE_BF16", "XLA_USE_SPMD"]},
         {"XLA_USE_BF16": "1", "PATH": "/usr/bin", "PYTHONPATH": "/x/hostside"},
     )
     assert removed == ["XLA_USE_BF16"]
     assert env["PJRT_DEVICE"] == "TPU" and "XLA_USE_BF16" not in env and "PYTHONPATH" not in env
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "0"
-    env, _ = hp.child_environment({"env": {"TF_CPP_MIN_LOG_LEVEL": "3"}}, {})
+    env, _ = probe_runtime_check.child_environment({"env": {"TF_CPP_MIN_LOG_LEVEL": "3"}}, {})
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "3"
 
 
 def test_the_runtime_child_reports_a_timeout_and_kills_its_process_group():
-    rc, out, err, timed_out = hp.run_child(
+    rc, out, err, timed_out = probe_runtime_check.run_child(
         [sys.executable, "-c", "import time; print('x', flush=True); time.sleep(30)"], dict(os.environ), 1.0
     )
     assert timed_out and rc is None and out == "x\n"
@@ -221,7 +198,7 @@ def test_a_probe_that_is_terminated_takes_its_runtime_child_with_it(tmp_path):
         [
             sys.executable,
             "-c",
-            "import os, sys; from hostside.probe import run_child; "
+            "import os, sys; from hostside.probe_runtime_check import run_child; "
             f"run_child([sys.executable, '-c', {child!r}], dict(os.environ), 60)",
         ],
         cwd=Path(__file__).resolve().parent.parent,
@@ -263,33 +240,37 @@ def make_env(root: Path, bundle_id: str, dists: dict[str, str], lane: str = "cpu
 
 def test_installed_versions_come_from_dist_info_with_normalized_names(tmp_path):
     env = make_env(tmp_path, "b1", {"jax": "0.10.2", "torch_xla": "2.9.0", "libtpu": "0.0.42.1"})
-    assert hp.installed_distributions(str(env)) == {"jax": "0.10.2", "torch-xla": "2.9.0", "libtpu": "0.0.42.1"}
+    assert probe_bundle.installed_distributions(str(env)) == {
+        "jax": "0.10.2",
+        "torch-xla": "2.9.0",
+        "libtpu": "0.0.42.1",
+    }
 
 
 def test_versions_compare_exactly_but_tolerate_trailing_zero_release_parts():
-    assert hp.same_version("2.9", "2.9.0") and hp.same_version("2.13.0+cpu", "2.13.0+cpu")
-    assert not hp.same_version("2.13.0+cpu", "2.13.0") and not hp.same_version("0.0.36", "0.0.37")
+    assert probe_bundle.same_version("2.9", "2.9.0") and probe_bundle.same_version("2.13.0+cpu", "2.13.0+cpu")
+    assert not probe_bundle.same_version("2.13.0+cpu", "2.13.0") and not probe_bundle.same_version("0.0.36", "0.0.37")
 
 
 def test_a_lane_without_an_active_bundle_fails_as_bundle_skew(tmp_path):
-    check = hp.check_bundle({"root": str(tmp_path), "lane": "cpu"}, {}).to_dict()
+    check = probe_bundle.check_bundle({"root": str(tmp_path), "lane": "cpu"}, {}).to_dict()
     assert check["status"] == "fail" and check["layer"] == "bundle-skew"
     assert "lane cpu has no active bundle" in check["headline"]
 
 
 def test_a_shallow_probe_before_the_first_deploy_only_warns_but_a_dangling_pointer_fails(tmp_path):
-    check = hp.check_bundle({"root": str(tmp_path), "lane": "cpu", "deep": False}, {}).to_dict()
+    check = probe_bundle.check_bundle({"root": str(tmp_path), "lane": "cpu", "deep": False}, {}).to_dict()
     assert check["status"] == "warn" and "no bundle deployed here yet" in check["headline"]
     (tmp_path / "lanes" / "cpu").mkdir(parents=True)
     (tmp_path / "lanes" / "cpu" / "active").symlink_to("../../envs/gone")
-    check = hp.check_bundle({"root": str(tmp_path), "lane": "cpu", "deep": False}, {}).to_dict()
+    check = probe_bundle.check_bundle({"root": str(tmp_path), "lane": "cpu", "deep": False}, {}).to_dict()
     assert check["status"] == "fail" and "is dangling" in check["headline"]
 
 
 def test_a_bundle_without_manifest_is_a_warning_and_reports_versions(tmp_path):
     make_env(tmp_path, "b1", {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.4.6"})
     state: dict = {}
-    check = hp.check_bundle(
+    check = probe_bundle.check_bundle(
         {
             "root": str(tmp_path),
             "lane": "cpu",
@@ -318,7 +299,7 @@ def test_installed_wheels_that_differ_from_the_manifest_or_the_pins_are_bundle_s
             "distributions": {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"},
         },
     )
-    check = hp.check_bundle(
+    check = probe_bundle.check_bundle(
         {
             "root": str(tmp_path),
             "lane": "tpu",
@@ -338,9 +319,10 @@ def test_installed_wheels_that_differ_from_the_manifest_or_the_pins_are_bundle_s
 
 
 def test_runtime_frontends_are_the_device_frontends_and_plain_torch_only_on_cpu():
-    assert hp.runtime_frontends({"jax": "1", "torch": "2"}, "tpu") == ["jax"]
-    assert hp.runtime_frontends({"torch": "2"}, "cpu") == ["torch"]
-    assert hp.runtime_frontends({"torch": "2", "torch-xla": "2", "jax": "1"}, "cpu") == ["jax", "torch_xla"]
+    assert probe_bundle.runtime_frontends({"jax": "1", "torch": "2"}, "tpu") == ["jax"]
+    assert probe_bundle.runtime_frontends({"torch": "2"}, "cpu") == ["torch"]
+    assert probe_bundle.runtime_frontends({"torch": "2", "torch-xla": "2", "jax": "1"}, "cpu") == ["torch_xla", "jax"]
+    assert probe_bundle.runtime_frontends({"torch": "2", "torch-tpu": "0.1"}, "tpu") == ["torch_tpu"]
 
 
 def test_cache_directories_are_checked_against_the_role_the_policy_gives_the_worker(tmp_path):
@@ -479,14 +461,6 @@ def test_a_shallow_plan_gets_the_shorter_default_timeout(fleet):
     assert plan.timeout == op.DEFAULT_SHALLOW_TIMEOUT and plan.requests[0].doc["deep"] is False
 
 
-def test_pins_parse_with_extras_and_normalized_names():
-    assert op.parse_pins(["torch_xla[tpu]==2.9.0", "JAX==0.9.0", "libtpu===0.0.36"]) == {
-        "torch-xla": "2.9.0",
-        "jax": "0.9.0",
-        "libtpu": "0.0.36",
-    }
-
-
 def check(name, status, evidence=(), summary="", layer=None, data=None, headline=None):
     doc = {
         "name": name,
@@ -619,3 +593,17 @@ def test_the_summary_counts_verdicts_and_lists_failing_workers_by_layer_in_layer
         "layers": {"transport": ["w2"], "runtime-proof": ["w1", "w3"]},
     }
     assert [r["worker"] for r in report.to_dict()["rows"]] == ["w0", "w1", "w2", "w3"]
+
+
+def test_the_runtime_child_program_reports_a_frontend_it_cannot_import(tmp_path):
+    """hostside/probe_runtime.py runs as the bundle's Python would run it (`-c`, no hostside on its path)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    rc, out, err, timed_out = probe_runtime_check.run_child(
+        [sys.executable, "-c", probe_runtime_check.runtime_source(), "torch_tpu", probe_runtime_check.RESULT_MARK],
+        env,
+        60,
+    )
+    verdict = probe_runtime_check.parse_runtime_output("torch_tpu", out, err, rc, intended="tpu")
+    assert not timed_out and rc == 1
+    assert verdict["status"] == "fail" and "No module named 'torch" in verdict["summary"]
+    assert verdict["result"]["frontend"] == "torch_tpu" and "elapsed" in verdict["result"]

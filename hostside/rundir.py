@@ -1,0 +1,21 @@
+"""The layout of one run's directory on a worker (`<root>/runs/<run-id>/`), shared by both sides.
+
+launch.json    the per-worker launch file (written by launch_start)
+pid            {pid, pgid, sid, starttime, supervisor_pid, ...} of the user process
+output.log     the user process's stdout and stderr
+record.json    what the launcher did, in order, with timestamps (the process's receipt)
+ready / release / stop / exit.json   the start barrier and the end of the run
+supervisor.log the supervisor's own messages
+"""
+
+from __future__ import annotations
+
+LAUNCH_FILE = "launch.json"
+PID_FILE = "pid"
+LOG_FILE = "output.log"
+RECORD_FILE = "record.json"
+READY_FILE = "ready"
+RELEASE_FILE = "release"
+STOP_FILE = "stop"
+EXIT_FILE = "exit.json"
+SUPERVISOR_LOG = "supervisor.log"
