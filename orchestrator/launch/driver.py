@@ -105,21 +105,24 @@ class Driver:
                     pending, interrupt = interrupt, None
                     self._feed_interrupt(pending)
                     continue
-                self._feed_next()
+                deferred(self._feed_next)
             except KeyboardInterrupt as exc:
                 interrupt = exc
         self.closing.set()
         return self._outcome()
 
     def _feed_next(self) -> None:
-        """Feed the next worker event (if one arrives within POLL), then a tick."""
+        """Feed the next worker event (if one arrives within POLL), then a tick.
+
+        Run deferred: an interrupt waits (at most POLL) until the event taken off the queue and
+        every decision it led to are done, so it can neither lose an event nor skip a decision."""
         try:
             event: gang.Event | None = self.events.get(timeout=POLL)
         except queue.Empty:
             event = None
         if event is not None:
-            deferred(lambda: self._feed(event))
-        deferred(lambda: self._feed(self._tick()))
+            self._feed(event)
+        self._feed(self._tick())
 
     def _feed_interrupt(self, exc: KeyboardInterrupt) -> None:
         event = gang.Interrupted(interruption(exc), time.time())
