@@ -311,3 +311,14 @@ def test_nothing_happens_after_done():
     assert state.finished
     again, decisions = gang.step(state, Interrupted("Ctrl-C", WALL + 9))
     assert again is state and decisions == []
+
+
+def test_a_worker_reporting_its_own_supervisor_gone_still_has_its_output_drained():
+    """Lost as the worker reports it (its watch still streams) is not lost as declared here."""
+    gone = exit_("w1", None, 5, lost=True, reason="the supervisor is gone; exit status unknown")
+    state, _ = run([*all_ready(), tick(1), Released(), *all_started(), gone, TornDown(T0 + 6)])
+    state, _ = run([exit_("w0", None, 6, stopped=True), exit_("w2", None, 6, stopped=True)], state)
+    state, _ = run([StreamClosed("w0"), StreamClosed("w2"), tick(7)], state)
+    assert not state.finished
+    state, decisions = run([StreamClosed("w1")], state)
+    assert state.finished and decisions == [Done()]

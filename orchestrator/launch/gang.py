@@ -165,6 +165,7 @@ class GangState:
     ready: frozenset[str] = frozenset()
     started: frozenset[str] = frozenset()
     closed: frozenset[str] = frozenset()
+    lost: frozenset[str] = frozenset()  # declared lost here: their streams are not waited for
     ends: Mapping[str, WorkerEnd] = field(default_factory=dict)
     status: str = "running"  # running | failed | timed-out | interrupted
     message: str = ""
@@ -365,7 +366,7 @@ def _lose(state: GangState, name: str, reason: str, alive_until: float | None, w
         reason=reason,
         ended_at=alive_until if alive_until is not None else wall,
     )
-    state = replace(state, ends={**state.ends, name: end})
+    state = replace(state, ends={**state.ends, name: end}, lost=state.lost | {name})
     if state.tearing_down:
         return state, [MarkLost(name, reason)]
     state = replace(state, failure_seen_at=wall if wall is not None else state.failure_seen_at)
@@ -452,7 +453,7 @@ def _teardown(state: GangState, reason: str, *, failed: bool, worker: str | None
 def _worker_finished(state: GangState, name: str) -> bool:
     """Nothing more will come from this worker: it ended and its stream is drained (or it is lost)."""
     end = state.ends.get(name)
-    if end is not None and end.lost:
+    if name in state.lost:
         return True
     if state.until == "started" and not state.tearing_down:
         return name in state.started and name in state.closed
