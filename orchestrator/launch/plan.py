@@ -352,31 +352,10 @@ def plan_launch(
     target = parse_target(argv)
     extra_env = dict(extra_env or {})
     forbid = tuple(dict.fromkeys([*profile.forbid, *FOLKLORE_VARS]))
-    for key in extra_env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise LaunchError(f"--env {key!r}: not a valid variable name")
-        if key in forbid:
-            why = FOLKLORE_VARS.get(key, f"is forbidden by runtime profile '{lane_model.runtime}'")
-            raise LaunchError(f"--env {key}: {key} {why}")
-    owned = [k for k in ORCH_VARS if k in profile.env or k in extra_env]
-    if owned:
-        where = "--env" if any(k in extra_env for k in owned) else f"runtime profile '{lane_model.runtime}'"
-        raise LaunchError(f"{where} sets {', '.join(owned)}, which orch launch sets for every process")
+    check_extra_env(extra_env, forbid, profile.env, lane_model.runtime)
     if timeout is not None and timeout <= 0:
         raise LaunchError(f"--timeout must be positive, got {timeout:g}")
-
-    wd = None
-    if workdir is not None:
-        local = os.path.abspath(workdir)
-        tag = hashlib.sha256(local.encode()).hexdigest()[:8]
-        base = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(local.rstrip("/"))) or "code"
-        wd = Workdir(local=local, remote=f"{workers[0].root}/code/{base}-{tag}")
-        if target.kind == "script" and target.path and os.path.isabs(target.path):
-            rel = os.path.relpath(target.path, local)
-            if rel.startswith(".."):
-                raise LaunchError(f"script {target.path} is not inside --workdir {local}")
-            target = replace(target, path=rel)
-
+    wd, target = place_workdir(workdir, workers[0].root, target)
     run_id = run_id or new_run_id(run_stem(target, name))
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", run_id):
         raise LaunchError(f"run id {run_id!r}: use letters, digits, '.', '_' and '-'")
@@ -384,28 +363,14 @@ def plan_launch(
     if not 1024 <= coord_port <= 65534:
         raise LaunchError(f"--port {coord_port}: expected 1024..65534 (the next port is torch's MASTER_PORT)")
     coordinator = workers[0].internal_address
-    n = len(workers)
     processes = []
     for pid, w in enumerate(workers):
-        policy = runtime_policy(fleet, lane, w)
-        env = {**policy.env, **extra_env}
-        env.update(
-            {
-                "ORCH_RUN_ID": run_id,
-                "ORCH_LANE": lane,
-                "ORCH_WORKER": w.name,
-                "ORCH_PROCESS_ID": str(pid),
-                "ORCH_NUM_PROCESSES": str(n),
-                "ORCH_COORDINATOR": f"{coordinator}:{coord_port}",
-                "MASTER_ADDR": coordinator,
-                "MASTER_PORT": str(coord_port + 1),
-                "WORLD_SIZE": str(n),
-                "RANK": str(pid),
-                "LOCAL_RANK": "0",
-                "LOCAL_WORLD_SIZE": "1",
-            }
-        )
         layout = Layout(w.root)
+        env = {
+            **runtime_policy(fleet, lane, w).env,
+            **extra_env,
+            **orch_env(run_id, lane, w.name, pid, len(workers), coordinator, coord_port),
+        }
         processes.append(
             ProcessPlan(
                 process_id=pid,
@@ -440,6 +405,56 @@ def plan_launch(
         cache=launch_cache(fleet, lane),
         processes=tuple(processes),
     )
+
+
+def check_extra_env(
+    extra_env: Mapping[str, str], forbid: Sequence[str], profile_env: Mapping[str, str], runtime: str | None
+) -> None:
+    """Refuse `--env` names that are invalid, forbidden (folklore, the profile's list) or orch's own."""
+    for key in extra_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise LaunchError(f"--env {key!r}: not a valid variable name")
+        if key in forbid:
+            why = FOLKLORE_VARS.get(key, f"is forbidden by runtime profile '{runtime}'")
+            raise LaunchError(f"--env {key}: {key} {why}")
+    owned = [k for k in ORCH_VARS if k in profile_env or k in extra_env]
+    if owned:
+        where = "--env" if any(k in extra_env for k in owned) else f"runtime profile '{runtime}'"
+        raise LaunchError(f"{where} sets {', '.join(owned)}, which orch launch sets for every process")
+
+
+def place_workdir(workdir: str | None, root: str, target: Target) -> tuple[Workdir | None, Target]:
+    """Where `--workdir` lives on the workers, and the script path made relative to it."""
+    if workdir is None:
+        return None, target
+    local = os.path.abspath(workdir)
+    tag = hashlib.sha256(local.encode()).hexdigest()[:8]
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(local.rstrip("/"))) or "code"
+    wd = Workdir(local=local, remote=f"{root}/code/{base}-{tag}")
+    if target.kind == "script" and target.path and os.path.isabs(target.path):
+        rel = os.path.relpath(target.path, local)
+        if rel.startswith(".."):
+            raise LaunchError(f"script {target.path} is not inside --workdir {local}")
+        target = replace(target, path=rel)
+    return wd, target
+
+
+def orch_env(run_id: str, lane: str, worker: str, pid: int, n: int, coordinator: str, port: int) -> dict[str, str]:
+    """The variables orch sets for process `pid` of `n` (ORCH_VARS), torchrun's names included."""
+    return {
+        "ORCH_RUN_ID": run_id,
+        "ORCH_LANE": lane,
+        "ORCH_WORKER": worker,
+        "ORCH_PROCESS_ID": str(pid),
+        "ORCH_NUM_PROCESSES": str(n),
+        "ORCH_COORDINATOR": f"{coordinator}:{port}",
+        "MASTER_ADDR": coordinator,
+        "MASTER_PORT": str(port + 1),
+        "WORLD_SIZE": str(n),
+        "RANK": str(pid),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+    }
 
 
 def with_ports(plan: LaunchPlan, port: int) -> LaunchPlan:

@@ -7,12 +7,13 @@ import json
 import os
 import tarfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import LaunchError
 from orchestrator.fleet import WorkerRef
 from orchestrator.launch.control import ReportFn, quiet, reply
-from orchestrator.launch.plan import LaunchPlan
+from orchestrator.launch.plan import LaunchPlan, Workdir
 from orchestrator.remote import run_hostside
 from orchestrator.transport import Result, Transport
 
@@ -28,50 +29,64 @@ def sync_workdir(plan: LaunchPlan, transport: Transport, report: ReportFn = quie
         raise LaunchError(f"--workdir {wd.local} is not a directory")
     if plan.target.kind == "script" and not os.path.isfile(os.path.join(wd.local, str(plan.target.path))):
         raise LaunchError(f"script {plan.target.path} not found in --workdir {wd.local}")
-    local = manifest(wd.local)
-    archives: dict[tuple[str, ...], bytes] = {}
+    sync = _Sync(plan.run_id, wd, manifest(wd.local), transport)
+    out = _verified(wd, transport.map(sync.one, plan.workers))
+    shipped = sum(len(d["changed"]) for d in out.values())
+    report(
+        f"workdir {wd.local} -> {wd.remote}: {len(sync.local)} files, {shipped} shipped over "
+        f"{len(out)} workers, all verified"
+    )
+    return out
 
-    def one(worker: WorkerRef) -> Result:
-        res = run_hostside(transport, worker, "launch_sync", ["manifest", wd.remote], timeout=120)
+
+@dataclass
+class _Sync:
+    """One sync of a workdir: the local manifest, and the archives of changed files built so far."""
+
+    run_id: str
+    wd: Workdir
+    local: dict[str, Any]
+    transport: Transport
+    archives: dict[tuple[str, ...], bytes] = field(default_factory=dict)
+
+    def one(self, worker: WorkerRef) -> Result:
+        """Compare the worker's manifest with the local one; ship and apply what differs."""
+        res = run_hostside(self.transport, worker, "launch_sync", ["manifest", self.wd.remote], timeout=120)
         doc = reply(res)
         if doc is None:
             return res
         remote = doc["files"]
-        changed = tuple(sorted(rel for rel, meta in local.items() if remote.get(rel) != meta))
-        if not changed and set(remote) == set(local):
-            return Result(
-                host=worker.name,
-                argv=("launch_sync",),
-                exit_code=0,
-                stdout=json.dumps(
-                    {
-                        "schema_version": 1,
-                        "ok": True,
-                        "changed": [],
-                        "deleted": [],
-                        "verified": len(local),
-                        "mismatches": [],
-                    }
-                ),
-            )
+        changed = tuple(sorted(rel for rel, meta in self.local.items() if remote.get(rel) != meta))
+        if not changed and set(remote) == set(self.local):
+            return self._unchanged(worker)
+        return self._ship(worker, changed)
+
+    def _unchanged(self, worker: WorkerRef) -> Result:
+        doc = {"schema_version": 1, "ok": True, "changed": [], "deleted": [], "verified": len(self.local)}
+        stdout = json.dumps({**doc, "mismatches": []})
+        return Result(host=worker.name, argv=("launch_sync",), exit_code=0, stdout=stdout)
+
+    def _ship(self, worker: WorkerRef, changed: tuple[str, ...]) -> Result:
         # The manifest and the changed files travel over SFTP (no data on command lines).
-        staging = f"{worker.root}/code/.sync-{plan.run_id}"
-        put = transport.put_one(worker.name, io.BytesIO(json.dumps({"files": local}).encode()), f"{staging}.json")
+        staging = f"{worker.root}/code/.sync-{self.run_id}"
+        wanted = io.BytesIO(json.dumps({"files": self.local}).encode())
+        put = self.transport.put_one(worker.name, wanted, f"{staging}.json")
         if not put.ok:
             return put
-        args = ["apply", wd.remote, "--manifest", f"{staging}.json"]
+        args = ["apply", self.wd.remote, "--manifest", f"{staging}.json"]
         if changed:
-            data = archives.get(changed)
+            data = self.archives.get(changed)
             if data is None:
-                data = _tar(wd.local, changed)
-                archives[changed] = data
-            put = transport.put_one(worker.name, io.BytesIO(data), f"{staging}.tgz")
+                data = self.archives[changed] = _tar(self.wd.local, changed)
+            put = self.transport.put_one(worker.name, io.BytesIO(data), f"{staging}.tgz")
             if not put.ok:
                 return put
             args += ["--archive", f"{staging}.tgz"]
-        return run_hostside(transport, worker, "launch_sync", args, timeout=300)
+        return run_hostside(self.transport, worker, "launch_sync", args, timeout=300)
 
-    results = transport.map(one, plan.workers)
+
+def _verified(wd: Workdir, results: dict[str, Result]) -> dict[str, dict[str, Any]]:
+    """Every worker's verified sync report, or a LaunchError naming each worker that differs."""
     problems, out = [], {}
     for name, res in results.items():
         doc = reply(res)
@@ -82,11 +97,6 @@ def sync_workdir(plan: LaunchPlan, transport: Transport, report: ReportFn = quie
             out[name] = doc
     if problems:
         raise LaunchError(f"--workdir {wd.local} could not be synced to every worker:\n  " + "\n  ".join(problems))
-    shipped = sum(len(d["changed"]) for d in out.values())
-    report(
-        f"workdir {wd.local} -> {wd.remote}: {len(local)} files, {shipped} shipped over "
-        f"{len(out)} workers, all verified"
-    )
     return out
 
 
