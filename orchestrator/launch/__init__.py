@@ -66,7 +66,7 @@ if TYPE_CHECKING:
         stop_workers,
         worker_status,
     )
-    from orchestrator.launch.driver import monitor
+    from orchestrator.launch.driver import TAIL_KEEP, WATCH_FOREVER, monitor
     from orchestrator.launch.lifecycle import execute, finish, interrupted
     from orchestrator.launch.preflight import Preflight, preflight
     from orchestrator.launch.workdir import sync_workdir
@@ -81,6 +81,8 @@ _LAZY = {
     "stop_workers": "control",
     "worker_status": "control",
     "monitor": "driver",
+    "TAIL_KEEP": "driver",
+    "WATCH_FOREVER": "driver",
     "execute": "lifecycle",
     "finish": "lifecycle",
     "interrupted": "lifecycle",
@@ -112,6 +114,8 @@ __all__ = [
     "PORT_SPAN",
     "RELEASE_MARGIN",
     "SCHEMA_VERSION",
+    "TAIL_KEEP",
+    "WATCH_FOREVER",
     "ContractStep",
     "LaunchOutcome",
     "LaunchPlan",
