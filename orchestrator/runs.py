@@ -1,4 +1,4 @@
-"""Runs on the controller: one record per launch, and the operations on detached runs.
+"""Runs on the controller: one record per launch, and reading a recorded run's logs.
 
 Every `orch launch` keeps a record under `./runs/<run-id>/` (or
 `$ORCH_RUNS_DIR/<run-id>/`):
@@ -10,6 +10,10 @@ Every `orch launch` keeps a record under `./runs/<run-id>/` (or
 The workers keep the authoritative files (`<root>/runs/<run-id>/`); this copy
 lets `orch runs`, `status`, `logs`, `attach` and `stop` find a run's workers
 again, and is where receipts are gathered.
+
+This module is the record store: it imports the launch plan and nothing above
+it. Operations that drive a run's workers (status, stop, attach) live in
+orchestrator/launch/recorded.py.
 """
 
 from __future__ import annotations
@@ -18,11 +22,17 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import OrchError
+from orchestrator.launch.plan import LaunchPlan
 from orchestrator.yamlsrc import did_you_mean
+
+if TYPE_CHECKING:
+    from orchestrator.transport import Result, Transport
 
 RUNS_ENV = "ORCH_RUNS_DIR"
 SCHEMA_VERSION = 1
@@ -33,7 +43,7 @@ def runs_root() -> Path:
     return Path(os.environ.get(RUNS_ENV) or "runs").absolute()
 
 
-def _write_json(path: Path, doc: dict) -> None:
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
@@ -51,7 +61,10 @@ class RunRecord:
         return self.dir.name
 
     @classmethod
-    def create(cls, plan, fleet_path: str | os.PathLike | None = None, root: Path | None = None) -> RunRecord:
+    def create(
+        cls, plan: LaunchPlan, fleet_path: str | os.PathLike[str] | None = None, root: Path | None = None
+    ) -> RunRecord:
+        """A new record for `plan` under `root` (default: runs_root()), with its plan saved."""
         record = cls((root or runs_root()) / plan.run_id)
         record.dir.mkdir(parents=True, exist_ok=True)
         record.save_plan(plan)
@@ -72,34 +85,38 @@ class RunRecord:
         )
         return record
 
-    def save_plan(self, plan) -> None:
+    def save_plan(self, plan: LaunchPlan) -> None:
+        """Save the plan as executed (again, after a port change)."""
         _write_json(self.dir / "plan.json", plan.to_dict())
 
-    def plan(self):
-        from orchestrator.launch import LaunchPlan
-
+    def plan(self) -> LaunchPlan:
+        """The plan as executed (after any port change)."""
         return LaunchPlan.from_dict(json.loads((self.dir / "plan.json").read_text()))
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
+        """The run's run.json (state, timestamps, outcome), or an `unknown` state when unreadable."""
         try:
-            return json.loads((self.dir / "run.json").read_text())
+            doc: dict[str, Any] = json.loads((self.dir / "run.json").read_text())
+            return doc
         except (OSError, ValueError):
             return {"run_id": self.run_id, "state": "unknown"}
 
-    def update(self, **fields) -> dict:
+    def update(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into run.json."""
         doc = {**self.info(), **fields, "updated_at": time.time()}
         _write_json(self.dir / "run.json", doc)
         return doc
 
-    def save_workers(self, docs: dict[str, dict]) -> None:
+    def save_workers(self, docs: dict[str, dict[str, Any]]) -> None:
+        """Save each worker's pid file, record and exit status."""
         for name, doc in docs.items():
             _write_json(self.dir / "workers" / f"{name}.json", doc)
 
 
-def list_runs(root: Path | None = None) -> list[dict]:
+def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
     """Every recorded run, newest first."""
     root = root or runs_root()
-    out = []
+    out: list[dict[str, Any]] = []
     if not root.is_dir():
         return out
     for path in root.iterdir():
@@ -128,67 +145,10 @@ def find_run(ref: str, root: Path | None = None) -> RunRecord:
     )
 
 
-# -- operations on a recorded run ----------------------------------------------
+# -- a recorded run's logs (status, stop and attach need the gang: orchestrator/launch/recorded.py)
 
 
-def status(record: RunRecord, transport) -> dict:
-    """Each worker's live state of the run (state, pid, exit status, processes)."""
-    from orchestrator.launch import worker_status
-
-    plan = record.plan()
-    workers = worker_status(plan, transport)
-    states = {d.get("state") for d in workers.values()}
-    if states <= {"exited"}:
-        exits = [d.get("exit") or {} for d in workers.values()]
-        overall = (
-            "succeeded"
-            if all(e.get("exit_code") == 0 for e in exits)
-            else "stopped"
-            if any(e.get("stopped") for e in exits)
-            else "failed"
-        )
-    elif states & {"running", "ready", "starting", "exiting"}:
-        overall = "running"
-    else:
-        overall = "degraded"
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": plan.run_id,
-        "lane": plan.lane,
-        "state": overall,
-        "recorded": record.info().get("state"),
-        "workers": workers,
-    }
-
-
-def stop(record: RunRecord, transport, *, grace: float, reason: str = "orch stop") -> dict:
-    """End every process of the run on every worker (TERM, grace, KILL)."""
-    from orchestrator.launch import collect_records, stop_workers
-
-    plan = record.plan()
-    result = stop_workers(plan, transport, reason=reason, grace=grace)
-    record.save_workers(collect_records(plan, transport))
-    record.update(state="stopped", stopped=result)
-    return result
-
-
-def attach(record: RunRecord, transport, **kwargs):
-    """Resume watching a run under the gang rule (output from now on); returns its LaunchOutcome."""
-    from orchestrator.launch import DEFAULT_GRACE, finish, interrupted, monitor, worker_status
-
-    plan = record.plan()
-    try:
-        states = worker_status(plan, transport)
-        released = any((d.get("started_at") or d.get("state") in ("running", "exited")) for d in states.values())
-        record.update(state="running", attached_at=time.time())
-        outcome = monitor(plan, transport, from_end=True, release_needed=not released, **kwargs)
-    except KeyboardInterrupt as exc:
-        # Attached means watched: the interrupt ends the run as it would a launch's.
-        outcome = interrupted(plan, transport, exc, grace=kwargs.get("grace", DEFAULT_GRACE))
-    return finish(plan, transport, outcome, record)
-
-
-def log_text(record: RunRecord, transport, worker: str, tail: int | None = None) -> str:
+def log_text(record: RunRecord, transport: Transport, worker: str, tail: int | None = None) -> str:
     """One worker's output log (or its last `tail` lines)."""
     from orchestrator.remote import run_hostside
 
@@ -201,17 +161,19 @@ def log_text(record: RunRecord, transport, worker: str, tail: int | None = None)
     return res.stdout
 
 
-def follow_logs(record: RunRecord, transport, workers: list[str], on_line) -> dict:
+def follow_logs(
+    record: RunRecord, transport: Transport, workers: list[str], on_line: Callable[[str, str], None]
+) -> dict[str, Result]:
     """Stream the workers' logs from the start until each worker's process ends (no gang rule)."""
     import threading
 
     from orchestrator.remote import run_hostside
 
     plan = record.plan()
-    results = {}
+    results: dict[str, Result] = {}
 
     def one(name: str) -> None:
-        def line(host, stream, text):
+        def line(host: str, stream: str, text: str) -> None:
             if stream == "stderr" and text.startswith("@orch "):
                 return
             on_line(name, text)

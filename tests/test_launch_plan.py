@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -308,6 +309,16 @@ def test_a_posix_lock_on_the_libtpu_lockfile_is_found_with_its_holders_pid_and_c
     assert launch_proc.lock_holders(str(lockfile)) == []  # a stale file without a lock holds nothing
 
 
+def _ignores_term(pid: int) -> bool:
+    """The process ignores SIGTERM (its SigIgn mask in /proc/PID/status has it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), 16)
+    return bool(mask & (1 << (signal.SIGTERM - 1)))
+
+
 def test_terminate_ends_a_whole_process_group_and_escalates_to_kill(tmp_path):
     # A leader that ignores TERM, with a child that ignores it too.
     code = (
@@ -323,11 +334,15 @@ def test_terminate_ends_a_whole_process_group_and_escalates_to_kill(tmp_path):
         "sid": leader.pid,
         "starttime": launch_proc.stat(leader.pid)["starttime"],
     }
-    time.sleep(0.2)
     assert launch_proc.verified_pgid(info) == leader.pid
     assert launch_proc.verified_pgid({**info, "starttime": 1}) is None  # a reused pid is not our group
-    members = launch_proc.run_members("no-such-run", "w", info)
-    assert leader.pid in members and len(members) == 2
+
+    def both_ignore_term() -> list[int]:
+        members = launch_proc.run_members("no-such-run", "w", info)
+        return members if len(members) == 2 and all(_ignores_term(p) for p in members) else []
+
+    members = wait_for(both_ignore_term, "the leader and its child to ignore SIGTERM")
+    assert leader.pid in members
     report = launch_proc.terminate(
         lambda: launch_proc.run_members("no-such-run", "w", info), grace=0.3, pgid=leader.pid
     )
@@ -412,16 +427,32 @@ def test_the_watcher_sees_ready_even_when_two_record_writes_share_one_timestamp(
         text=True,
     )
     try:
-        time.sleep(0.5)  # the watcher has read the first write
+        # The first heartbeat comes after the watcher's first look at the record.
+        seen = read_events_until(watcher, "hb")
         launch_proc.write_json_atomic(str(record), {"steps": ["cache-init", "ready"], "ready_at": time.time()})
-        os.utime(record, ns=(first, first))  # ...and the second lands in the same tick
-        time.sleep(0.5)
+        os.utime(record, ns=(first, first))  # ...and the second write lands in the same tick
+        seen += read_events_until(watcher, "ready")
         launch_proc.write_json_atomic(str(run / launch_proc.EXIT_FILE), {"exit_code": 0, "signal": None})
-        _, err = watcher.communicate(timeout=10)
+        watcher.communicate(timeout=30)
     finally:
         watcher.kill()
-    kinds = [json.loads(line[6:])["event"] for line in err.splitlines() if line.startswith("@orch ")]
-    assert "ready" in kinds, err
+    assert "ready" in seen
+
+
+def read_events_until(watcher: subprocess.Popen, kind: str, timeout: float = 30.0) -> list[str]:
+    """The watcher's `@orch` event kinds, read from its stderr up to the first `kind` (heartbeats
+    arrive every second, so the deadline is checked at least that often)."""
+    kinds: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = watcher.stderr.readline()
+        if not line:
+            raise AssertionError(f"the watcher ended before a {kind!r} event; saw {kinds}")
+        if line.startswith("@orch "):
+            kinds.append(json.loads(line[6:])["event"])
+            if kinds[-1] == kind:
+                return kinds
+    raise AssertionError(f"no {kind!r} event from the watcher within {timeout:g}s; saw {kinds}")
 
 
 def test_a_stop_that_arrives_before_the_start_makes_the_late_start_and_the_release_wait_refuse(tmp_path):
@@ -499,35 +530,77 @@ def test_a_torch_xla_lane_gets_its_policy_before_import_and_use_spmd_before_user
     assert steps == ["policy", "import torch_xla", "cache-init", "wait-release", "spmd-init", "user-code"]
 
 
+def wait_for(condition, what: str, timeout: float = 30.0, interval: float = 0.01):
+    """Poll `condition` until it returns something true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        time.sleep(interval)
+    raise AssertionError(f"still waiting after {timeout:g}s for {what}")
+
+
+def deliver(sig: int) -> None:
+    """Send `sig` to this process's main thread, the one whose handlers run it.
+
+    A process-directed os.kill() may land on any thread, and its Python handler runs only at the
+    main thread's next check, however late that comes under load; pthread_kill() targets the main
+    thread and runs the handler before it returns."""
+    signal.pthread_kill(threading.main_thread().ident, sig)
+
+
 def test_interrupts_are_dropped_during_a_teardown_and_work_again_after_it():
-    from orchestrator import launch
+    from orchestrator.launch import signals
 
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        launch.interrupt_on_termination()
+        signals.interrupt_on_termination()
+        dropped = signals.dropped_interrupts()
 
         def teardown():
-            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C while the gang is being stopped
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.05)
+            deliver(signal.SIGINT)  # a second Ctrl-C while the gang is being stopped
+            deliver(signal.SIGTERM)
+            wait_for(lambda: signals.dropped_interrupts() == dropped + 2, "both interrupts to be dropped")
             return "stopped"
 
-        assert launch._shielded(teardown) == "stopped"
+        assert signals.shielded(teardown) == "stopped"
         for sig, name in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM"), (signal.SIGHUP, "SIGHUP")):
             with pytest.raises(KeyboardInterrupt) as info:
-                os.kill(os.getpid(), sig)
-                time.sleep(0.05)
-            assert launch._interruption(info.value) == name
+                deliver(sig)
+                wait_for(lambda: False, f"{name} to raise KeyboardInterrupt")
+            assert signals.interruption(info.value) == name
     finally:
         for s, h in before.items():
             signal.signal(s, h)
 
 
+def test_an_interrupt_during_a_deferred_section_is_raised_once_it_is_done():
+    """The gang driver carries out a decision (a release) to its end, then sees the Ctrl-C."""
+    from orchestrator.launch import signals
+
+    before = signal.getsignal(signal.SIGINT)
+    done = []
+    try:
+        signals.interrupt_on_termination()
+
+        def release():
+            deliver(signal.SIGINT)
+            done.append("released")
+
+        with pytest.raises(KeyboardInterrupt) as info:
+            signals.deferred(release)
+        assert done == ["released"] and signals.interruption(info.value) == "Ctrl-C"
+        assert signals.deferred(lambda: "quiet") == "quiet"  # nothing left pending
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_a_closed_terminal_cannot_break_the_gangs_reporting():
-    from orchestrator import launch
+    from orchestrator.launch import signals
 
     def closed(*_):
         raise OSError(5, "Input/output error")
 
-    launch._never_raising(closed)("slice-w0", "line")  # no exception: the teardown goes on
-    assert launch._never_raising(None) is None
+    signals.never_raising(closed)("slice-w0", "line")  # no exception: the teardown goes on
+    assert signals.never_raising(None) is None

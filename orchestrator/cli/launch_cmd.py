@@ -220,10 +220,9 @@ def launch(
             detach=detach,
             on_output=None if as_json else printer.output,
             report=printer.report,
-            grace=grace,
-            failure_grace=failure_grace,
-            lost_after=lost_after,
-            start_timeout=start_timeout,
+            timing=core.LaunchTiming(
+                grace=grace, failure_grace=failure_grace, lost_after=lost_after, start_timeout=start_timeout
+            ),
             record=record,
         )
         gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
@@ -297,12 +296,12 @@ def runs_(as_json):
 @click.pass_obj
 def status(obj, run, as_json):
     """Show a run's state on every worker (live, from the workers)."""
-    from orchestrator import runs
+    from orchestrator.launch import recorded
 
     record, fleet = _record_and_fleet(obj, run)
     plan = record.plan()
     with obj.transport(_workers_of(fleet, plan)) as transport:
-        doc = runs.status(record, transport)
+        doc = recorded.status(record, transport)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
@@ -379,24 +378,20 @@ def attach(obj, run, grace, failure_grace, lost_after, no_gather):
 
     When the run ends, every worker's receipt and logs are gathered (unless --no-gather).
     """
-    from orchestrator import runs
-
     record, fleet = _record_and_fleet(obj, run)
     plan = record.plan()
     printer = _Printer(plan.workers)
     printer.report(f"attached to run {plan.run_id} on lane {plan.lane} ({plan.num_processes} workers)")
-    from orchestrator.launch import interrupt_on_termination
+    from orchestrator.launch import LaunchTiming, interrupt_on_termination, recorded
 
     interrupt_on_termination()
     with obj.transport(_workers_of(fleet, plan)) as transport:
-        outcome = runs.attach(
+        outcome = recorded.attach(
             record,
             transport,
             on_output=printer.output,
             report=printer.report,
-            grace=grace,
-            failure_grace=failure_grace,
-            lost_after=lost_after,
+            timing=LaunchTiming(grace=grace, failure_grace=failure_grace, lost_after=lost_after),
         )
         gathered = None if no_gather else _gather_receipts(record, transport, outcome.plan)
     _render_outcome(outcome, printer)
@@ -412,12 +407,12 @@ def attach(obj, run, grace, failure_grace, lost_after, no_gather):
 @click.pass_obj
 def stop(obj, run, grace):
     """End every process of a run on every worker (TERM, grace, KILL)."""
-    from orchestrator import runs
+    from orchestrator.launch import recorded
 
     record, fleet = _record_and_fleet(obj, run)
     plan = record.plan()
     with obj.transport(_workers_of(fleet, plan)) as transport:
-        result = runs.stop(record, transport, grace=grace)
+        result = recorded.stop(record, transport, grace=grace)
     bad = {w: r for w, r in result["workers"].items() if r.get("left") or r.get("error")}
     ended = sum(len(r.get("term") or []) for r in result["workers"].values())
     click.echo(

@@ -1,0 +1,268 @@
+"""The gang's driver: threads, SSH and the clock around the pure state machine in gang.py.
+
+One watch thread per worker streams its output (prefixed, through `on_output`)
+and turns the worker's `@orch` events into gang events on a queue. The main
+thread takes events off the queue, adds a `Tick` with the time, feeds each one
+to `gang.step` and carries out the decisions: the release, the teardown, the
+operator's progress lines. Interrupts (Ctrl-C, SIGTERM, SIGHUP) become events
+too: one that lands while decisions are carried out waits until they are done,
+and one that lands during a teardown is dropped (the teardown is what it asks for).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import replace
+from typing import Any
+
+from orchestrator.launch import gang
+from orchestrator.launch.control import OutputFn, ReportFn, quiet, release, reply, stop_workers
+from orchestrator.launch.outcome import LaunchOutcome, conclude
+from orchestrator.launch.plan import LaunchPlan
+from orchestrator.launch.signals import deferred, interruption, never_raising, shielded
+from orchestrator.launch.timing import LaunchTiming
+from orchestrator.remote import run_hostside
+from orchestrator.transport import Result, Transport
+
+WATCH_FOREVER = 10**7  # seconds; the remote `timeout` wrapper needs a number
+TAIL_KEEP = 200
+POLL = 0.1  # seconds between ticks when no event arrives
+RECONNECTS = 2  # a broken watch is resumed this often before the worker counts as lost
+
+
+def monitor(
+    plan: LaunchPlan,
+    transport: Transport,
+    *,
+    timing: LaunchTiming | None = None,
+    on_output: OutputFn | None = None,
+    report: ReportFn = quiet,
+    until: str = "exit",
+    from_end: bool = False,
+    release_needed: bool = True,
+) -> LaunchOutcome:
+    """Watch a started run under the gang rule until every worker ended (or, `until="started"`, started)."""
+    timing = timing or LaunchTiming()
+    driver = Driver(
+        plan, transport, timing, on_output=on_output, report=report, until=until, released=not release_needed
+    )
+    return driver.run(from_end=from_end)
+
+
+class Driver:
+    """Carries out the gang rule for one run: watch threads in, decisions out."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        transport: Transport,
+        timing: LaunchTiming,
+        *,
+        on_output: OutputFn | None,
+        report: ReportFn,
+        until: str,
+        released: bool = False,
+    ):
+        self.plan = plan
+        self.transport = transport
+        self.timing = timing
+        self.until = until
+        self.on_output = never_raising(on_output)
+        self.report = never_raising(report) or quiet
+        self.events: queue.Queue[gang.Event] = queue.Queue()
+        self.tails: dict[str, deque[str]] = {w: deque(maxlen=TAIL_KEEP) for w in plan.workers}
+        self.heard = {w: time.monotonic() for w in plan.workers}
+        self.heard_wall = {w: time.time() for w in plan.workers}  # a lost worker was alive until then
+        self.abandoned: set[str] = set()  # lost workers: their watch is not resumed
+        self.closing = threading.Event()
+        self.teardown: dict[str, Any] | None = None
+        self.state = gang.initial(
+            tuple(plan.workers),
+            {p.worker: p.process_id for p in plan.processes},
+            {p.worker: p.run_dir for p in plan.processes},
+            timing,
+            now=time.monotonic(),
+            run_timeout=plan.timeout,
+            until=until,
+            released=released,
+        )
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self, *, from_end: bool) -> LaunchOutcome:
+        """Start the watch threads, then feed events until the state machine says done."""
+        for name in self.plan.workers:
+            args = (name, from_end)
+            threading.Thread(target=self._watch, args=args, daemon=True, name=f"orch-watch-{name}").start()
+        interrupt: KeyboardInterrupt | None = None
+        while not self.state.finished:
+            try:
+                if interrupt is not None:
+                    pending, interrupt = interrupt, None
+                    self._feed_interrupt(pending)
+                    continue
+                deferred(self._feed_next)
+            except KeyboardInterrupt as exc:
+                interrupt = exc
+        self.closing.set()
+        return self._outcome()
+
+    def _feed_next(self) -> None:
+        """Feed the next worker event (if one arrives within POLL), then a tick.
+
+        Run deferred: an interrupt waits (at most POLL) until the event taken off the queue and
+        every decision it led to are done, so it can neither lose an event nor skip a decision."""
+        try:
+            event: gang.Event | None = self.events.get(timeout=POLL)
+        except queue.Empty:
+            event = None
+        if event is not None:
+            self._feed(event)
+        self._feed(self._tick())
+
+    def _feed_interrupt(self, exc: KeyboardInterrupt) -> None:
+        event = gang.Interrupted(interruption(exc), time.time())
+        deferred(lambda: self._feed(event))
+
+    def _tick(self) -> gang.Tick:
+        return gang.Tick(time.monotonic(), time.time(), dict(self.heard), dict(self.heard_wall))
+
+    def _feed(self, event: gang.Event) -> None:
+        self.state, decisions = gang.step(self.state, event)
+        for decision in decisions:
+            self._carry_out(decision)
+
+    # -- decisions ----------------------------------------------------------------------
+
+    def _carry_out(self, decision: gang.Decision) -> None:
+        if isinstance(decision, gang.Report):
+            self.report(decision.text)
+        elif isinstance(decision, gang.Release):
+            results = release(self.plan, self.transport, decision.at)
+            self._feed(gang.Released(tuple(w for w, r in results.items() if not r.ok)))
+        elif isinstance(decision, gang.Teardown):
+            shielded(lambda: self._tear_down(decision))
+            self._feed(gang.TornDown(time.monotonic()))
+        elif isinstance(decision, gang.MarkLost):
+            self.abandoned.add(decision.worker)
+
+    def _tear_down(self, decision: gang.Teardown) -> None:
+        n = len(self.plan.workers)
+        self.teardown = stop_workers(self.plan, self.transport, reason=decision.reason, grace=decision.grace)
+        problems = [
+            f"{w}: "
+            + (f"could not be reached ({r['error']})" if r.get("error") else f"processes {r['left']} survived KILL")
+            for w, r in self.teardown["workers"].items()
+            if r.get("left") or r.get("error")
+        ]
+        if problems:
+            self.report("teardown incomplete: " + "; ".join(problems))
+        else:
+            self.report(f"every process of the run ended on {n} workers ({self.teardown['elapsed']:.2f}s)")
+
+    # -- the outcome ----------------------------------------------------------------------
+
+    def _outcome(self) -> LaunchOutcome:
+        s = self.state
+        ends = {w: (e if e.tail else replace(e, tail="\n".join(self.tails[w]))) for w, e in s.ends.items()}
+        out = LaunchOutcome(
+            run_id=self.plan.run_id,
+            status=s.status,
+            plan=self.plan,
+            ends=ends,
+            message=s.message,
+            ready_elapsed=s.ready_elapsed,
+            release_at=s.release_at,
+            released_at=dict(s.released_at),
+            started_at=dict(s.started_at),
+            failure_seen_at=s.failure_seen_at,
+            teardown=self.teardown,
+        )
+        return conclude(out, detached_watch=self.until == "started")
+
+    # -- watch threads ----------------------------------------------------------------------
+
+    def _watch(self, name: str, from_end: bool) -> None:
+        """Stream one worker's output and events until its exit; resume a broken watch, or report it lost."""
+        offset = "-1" if from_end else "0"
+        attempts = 0
+        while True:
+            got_exit: list[dict[str, Any]] = []
+            res = self._watch_once(name, offset, got_exit)
+            if got_exit or (res.ok and self.until == "started") or self.closing.is_set():
+                break
+            attempts += 1
+            ended = res.error or f"the SSH channel closed with status {res.exit_code}"
+            lost = self._resume_or_lose(name, ended, attempts)
+            if lost is not None:
+                self.events.put(lost)
+                return
+            offset = "-1"
+        self.events.put(gang.StreamClosed(name))
+
+    def _watch_once(self, name: str, offset: str, got_exit: list[dict[str, Any]]) -> Result:
+        p = self.plan.process(name)
+
+        def on_line(_host: str, stream: str, line: str) -> None:
+            self.heard[name] = time.monotonic()
+            self.heard_wall[name] = time.time()
+            if stream == "stderr" and line.startswith("@orch "):
+                self._on_event_line(name, line[6:], got_exit)
+                return
+            self.tails[name].append(line)
+            if self.on_output:
+                self.on_output(name, line)
+
+        return run_hostside(
+            self.transport,
+            self.transport.workers[name],
+            "launch_watch",
+            [p.run_dir, "--offset", offset, "--until", self.until],
+            timeout=WATCH_FOREVER,
+            on_line=on_line,
+        )
+
+    def _on_event_line(self, name: str, text: str, got_exit: list[dict[str, Any]]) -> None:
+        try:
+            ev = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(ev, dict):
+            return
+        event = worker_event(name, ev, time.time())
+        if ev.get("event") == "exit":
+            got_exit.append(ev)
+        if event is not None:
+            self.events.put(event)
+
+    def _resume_or_lose(self, name: str, ended: str, attempts: int) -> gang.WatchLost | None:
+        """After a broken watch: None when the worker still answers (watch again), else the loss."""
+        last_heard = self.heard_wall[name]
+        if attempts > RECONNECTS or name in self.abandoned:
+            return gang.WatchLost(name, ended, last_heard, time.time())
+        time.sleep(0.5)  # pacing between reconnects to a worker whose channel just broke
+        worker = self.transport.workers[name]
+        probe = run_hostside(
+            self.transport, worker, "launch_ctl", ["status", self.plan.process(name).run_dir], timeout=15
+        )
+        if reply(probe) is None:
+            reason = f"{ended}, and the worker does not answer: {probe.describe()}"
+            return gang.WatchLost(name, reason, last_heard, time.time())
+        self.report(f"{name}: watch interrupted ({ended}); reconnected")
+        return None
+
+
+def worker_event(name: str, ev: dict[str, Any], wall: float) -> gang.Event | None:
+    """The gang event for one `@orch` event line of a worker's watch (None for heartbeats and the like)."""
+    kind = ev.get("event")
+    if kind == "ready":
+        return gang.Ready(name)
+    if kind == "started":
+        return gang.Started(name, ev.get("started_at"), ev.get("released_at"), ev.get("release_at"))
+    if kind == "exit":
+        return gang.Exited(name, ev, wall)
+    return None

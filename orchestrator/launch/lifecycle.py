@@ -1,0 +1,155 @@
+"""A launch from plan to outcome: sync, preflight, start together, watch as a gang, record.
+
+`execute(plan, transport)` carries a plan out:
+
+1. sync `--workdir` to every worker (only changed files, verified);
+2. preflight on every worker, all-or-nothing: one active bundle across the
+   lane, no foreign holder of the libtpu lockfile or a chip, a free
+   coordinator port (`reclaim` first ends processes of earlier orch runs);
+3. start: the launch file goes into each worker's run directory and a
+   detached supervisor starts the launcher (see hostside/launch_start.py);
+4. start together: each launcher imports its frontends and reports ready;
+   when every worker is ready, all are released at one wall-clock instant;
+5. watch as a gang (driver.py, gang.py): the first worker that exits non-zero
+   (or is lost) makes the controller end every other worker's processes
+   (TERM to the process group, grace, KILL). Ctrl-C and the timeout do the
+   same. The outcome names the first failure, how it ended and the diagnosis
+   of its log tail.
+
+Workers keep running when the controller goes away (detached runs); `monitor`
+resumes watching a run, which `orch attach` uses (recorded.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from orchestrator import runs
+from orchestrator.errors import LaunchError
+from orchestrator.launch.control import OutputFn, ReportFn, collect_records, quiet, reply, start_workers, stop_workers
+from orchestrator.launch.driver import monitor
+from orchestrator.launch.outcome import LaunchOutcome
+from orchestrator.launch.plan import LaunchPlan, with_ports
+from orchestrator.launch.preflight import preflight
+from orchestrator.launch.signals import interruption, shielded
+from orchestrator.launch.timing import DEFAULT_GRACE, LaunchTiming
+from orchestrator.launch.workdir import sync_workdir
+from orchestrator.transport import Transport
+
+
+def execute(
+    plan: LaunchPlan,
+    transport: Transport,
+    *,
+    timing: LaunchTiming | None = None,
+    reclaim: bool = False,
+    detach: bool = False,
+    on_output: OutputFn | None = None,
+    report: ReportFn = quiet,
+    record: runs.RunRecord | None = None,
+) -> LaunchOutcome:
+    """Carry out `plan` on the workers of `transport`: sync, preflight, start together, watch as a gang.
+
+    Raises LaunchError when preflight or the start refuses (nothing is left
+    running then); otherwise returns the outcome, which names the first
+    failing worker. `record` keeps the controller's copy (a new one by default).
+    """
+    timing = timing or LaunchTiming()
+    record = record or runs.RunRecord.create(plan)
+    record.update(state="preflight")
+    try:
+        plan = prepare(plan, transport, record, reclaim=reclaim, grace=timing.grace, report=report)
+    except KeyboardInterrupt:
+        record.update(state="interrupted")
+        raise LaunchError("interrupted during preflight; nothing was started") from None
+    try:
+        start(plan, transport, record, timing)
+        until = "started" if detach else "exit"
+        outcome = monitor(plan, transport, timing=timing, on_output=on_output, report=report, until=until)
+    except KeyboardInterrupt as exc:
+        outcome = interrupted(plan, transport, exc, grace=timing.grace)
+    return finish(plan, transport, outcome, record)
+
+
+def prepare(
+    plan: LaunchPlan, transport: Transport, record: runs.RunRecord, *, reclaim: bool, grace: float, report: ReportFn
+) -> LaunchPlan:
+    """Sync the workdir and preflight every worker; the plan to start (its port may have moved)."""
+    if plan.workdir:
+        sync_workdir(plan, transport, report)
+    pf = preflight(plan, transport, reclaim=reclaim, grace=grace)
+    for line in pf.reclaimed:
+        report(line)
+    for line in pf.warnings:
+        report(f"warning: {line}")
+    if pf.problems:
+        record.update(state="refused", problems=pf.problems)
+        n = len(pf.problems)
+        raise LaunchError(
+            f"preflight refused run {plan.run_id} on lane '{plan.lane}' "
+            f"({n} problem{'s' if n != 1 else ''}):\n  - " + "\n  - ".join(pf.problems)
+        )
+    if pf.suggested_ports:
+        report(
+            f"coordinator port {plan.coordinator_port} is taken on {plan.processes[0].worker}; "
+            f"using {pf.suggested_ports[0]}"
+        )
+        plan = with_ports(plan, pf.suggested_ports[0])
+        record.save_plan(plan)
+    bundle = next(iter(pf.bundles.values()), None)
+    record.update(state="starting", bundle_env=bundle)
+    report(
+        f"preflight ok on {plan.num_processes} workers (bundle {os.path.basename(bundle or '?')}); "
+        f"coordinator {plan.coordinator}"
+    )
+    return plan
+
+
+def start(plan: LaunchPlan, transport: Transport, record: runs.RunRecord, timing: LaunchTiming) -> None:
+    """Start every worker's supervisor; if any start fails, stop them all and raise LaunchError."""
+    started = start_workers(plan, transport, grace=timing.grace, ready_timeout=timing.start_timeout)
+    bad = {}
+    for name, res in started.items():
+        doc = reply(res)
+        if doc is None or not doc.get("ok"):
+            bad[name] = (doc or {}).get("error") or res.describe()
+    if bad:
+        stop_workers(plan, transport, reason="the start failed on another worker", grace=timing.grace)
+        record.update(state="start-failed", problems=[f"{w}: {m}" for w, m in bad.items()])
+        raise LaunchError(
+            "the run could not be started on every worker (nothing is left running):\n  - "
+            + "\n  - ".join(f"{w}: {m}" for w, m in bad.items())
+        )
+    record.update(state="started", pids={w: reply(r) for w, r in started.items()})
+
+
+def interrupted(
+    plan: LaunchPlan, transport: Transport, exc: KeyboardInterrupt, *, grace: float = DEFAULT_GRACE
+) -> LaunchOutcome:
+    """Tear the gang down after an interrupt that came before (or around) the gang's own watch."""
+    what = interruption(exc)
+    teardown = stop_workers(plan, transport, reason=f"{what} on the controller", grace=grace)
+    return LaunchOutcome(
+        run_id=plan.run_id,
+        status="interrupted",
+        plan=plan,
+        teardown=teardown,
+        message=f"interrupted ({what}) on the controller",
+    )
+
+
+def finish(plan: LaunchPlan, transport: Transport, outcome: LaunchOutcome, record: runs.RunRecord) -> LaunchOutcome:
+    """Save the outcome (and, unless detached, every worker's record) in the controller's run record."""
+    outcome.run_dir = str(record.dir)
+    if outcome.status != "detached":
+        records = shielded(lambda: collect_records(plan, transport))
+        record.save_workers(records)
+        for name, doc in records.items():
+            rec = (doc or {}).get("record") or {}
+            if rec.get("released_at") and name not in outcome.released_at:
+                outcome.released_at[name] = rec["released_at"]
+            if rec.get("started_at") and name not in outcome.started_at:
+                outcome.started_at[name] = rec["started_at"]
+    record.update(state=outcome.status, outcome=outcome.to_dict(), ended_at=time.time())
+    return outcome
