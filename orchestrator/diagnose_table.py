@@ -210,6 +210,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "paramiko.ssh_exception.NoValidConnectionsError: [Errno None] Unable to connect to port 22 on 10.0.89.23",
     ),
     _sig(
+        "ssh-no-route",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: (No route to host|Network is unreachable)",
+        "The controller has no network path to the worker: the worker is down or on another network, "
+        "or a firewall rejects the route; check its address and that it answers from this host.",
+        "https://github.com/BAAI-WuDao/EVA/issues/3",
+        "ssh: connect to host 175.24.121.148 port 22: No route to host",
+    ),
+    _sig(
         "ssh-connection-dropped",
         "transport",
         50,
@@ -746,6 +756,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/google-deepmind/gemma/issues/85",
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
         "Attempting to allocate 15.65G. That was not possible. There are 11.08G free.; (0x0x0_HBM0)",
+    ),
+    _sig(
+        "device-allocation-request-failed",
+        "memory",
+        80,
+        r"Failed to allocate request for [\d.]+\w*B? \(\d+B\) on device ordinal \d+",
+        "A device allocation did not fit in free HBM: reduce the footprint (batch, shards per device) and "
+        "check no earlier array or process still holds memory on this chip.",
+        "https://github.com/kingoflolz/mesh-transformer-jax/issues/209",
+        "2022-03-07 18:41:42.980600: E external/org_tensorflow/tensorflow/compiler/xla/pjrt/"
+        "pjrt_stream_executor_client.cc:2124] Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to "
+        "allocate request for 256.00MiB (268435456B) on device ordinal 0",
     ),
     _sig(
         "host-oom-killer",
