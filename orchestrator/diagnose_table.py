@@ -1,0 +1,1148 @@
+"""The signature table of `orch diagnose`: layers, their default remedies, and every known message.
+
+Data only: each `Signature` is a real message taken from a public issue, source
+file or documentation page (`source`), the layer that owned the failure there,
+a priority (its specificity, see orchestrator/diagnose.py) and a remedy. A
+signature marked `consequence` names a failure a worker shows only because
+another one failed first (a peer's heartbeat stopped, the gang was torn down);
+`orch diagnose RUN` uses that to find the worker that failed first.
+
+To add a signature: copy the message from its public source into `example`,
+write the narrowest pattern that matches it, pick the layer the source's
+resolution names, and add a corpus entry (tests/data/diagnosis/corpus.yaml)
+if the source is a real failure log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LAYERS = (
+    "transport",
+    "device-ownership",
+    "runtime-proof",
+    "bundle-skew",
+    "cache",
+    "memory",
+    "collective",
+    "disk",
+    "hardware",
+    "other",
+)
+
+# What each layer owns, and what to do when it fails and no signature says more.
+LAYER_INFO: dict[str, tuple[str, str]] = {
+    "transport": (
+        "Reaching the worker: SSH, host keys, authentication, the network path.",
+        "Check the worker is up and reachable (sshd running, address and port, firewall) and that the "
+        "fleet's known_hosts and key match; re-test with `orch exec -- true`.",
+    ),
+    "device-ownership": (
+        "Who holds the chip: the libtpu lockfile (/tmp/libtpu_lockfile), /dev/accel* and /dev/vfio/*.",
+        "Another process holds the chip: find it (`lsof -w /dev/accel0`, /proc/locks for "
+        "/tmp/libtpu_lockfile), stop it if it is an orphan of an earlier run, and remove a lockfile "
+        "only when no process holds it.",
+    ),
+    "runtime-proof": (
+        "Whether the runtime really came up on the intended device, under the policy set before import.",
+        "The runtime did not answer from the intended device: check the lane's runtime profile "
+        "(PJRT_DEVICE, JAX_PLATFORMS, TPU_* topology env) is applied before import and that libtpu is "
+        "installed, then re-run `orch probe`; a CPU answer on a TPU lane is a failure.",
+    ),
+    "bundle-skew": (
+        "Whether torch, torch_xla, jax/jaxlib and libtpu installed on the worker belong to one bundle.",
+        "The installed wheels do not belong together: redeploy the lane's locked bundle so torch, "
+        "torch_xla, jax/jaxlib and libtpu move as one; never upgrade one of them alone.",
+    ),
+    "cache": (
+        "Compilation caches: where they live, who writes them, and whether a warm restart reuses them.",
+        "The compilation cache is not being reused: check the lane's cache path and ownership (one "
+        "writer or one cache per host), clear entries written by another bundle, and prove reuse with "
+        "a warm restart under the same pre-import policy.",
+    ),
+    "memory": (
+        "Device memory (HBM, VMEM) and host RAM.",
+        "Memory ran out: reduce the batch, sequence or per-device footprint (sharding), look for "
+        "leftover processes holding memory, and compare with the bundle's validated settings.",
+    ),
+    "collective": (
+        "The gang: coordinator, rendezvous, barriers, heartbeats, gloo/XLA collectives between workers.",
+        "A peer did not join or died: find the first worker that failed (its own log has the cause), "
+        "check the coordinator address/port and timeouts, and relaunch the whole gang.",
+    ),
+    "disk": (
+        "Local and mounted storage: free space, quotas, /dev/shm, the filesystems checkpoints and logs go to.",
+        "A filesystem is full or over quota: find which one (`df -h`, `df -i`, the path in the message), "
+        "free or enlarge it, and keep checkpoints and caches off the boot disk.",
+    ),
+    "hardware": (
+        "The accelerator hardware and its host: chip, ICI links, a worker VM the platform marks unhealthy.",
+        "The platform reports a chip or worker fault: note the worker it names, take it out of the fleet "
+        "(or recreate the slice) and relaunch; software on the other workers is not the cause.",
+    ),
+    "other": (
+        "Crashes with no more specific owner.",
+        "No owning layer recognised: read the first error in the log and run `orch probe` on the worker.",
+    ),
+}
+
+# The operators' debugging order: shown at the top of docs/troubleshooting.md.
+DEBUGGING_ORDER = (
+    "Which frontend owned the failing path (torch_xla, JAX, or both in one process)?",
+    "Is the chip already owned by another process?",
+    "Which runtime policy was selected before import (PJRT_DEVICE, XLA flags, cache path)?",
+    "Which backend actually ran, according to the execution record?",
+    "Does the failure end in application routing, the frontend bridge, or a libtpu-owned "
+    "runtime/cache boundary? Keep troubleshooting inside the owning layer.",
+)
+
+# Lines longer than this are only searched in their first part (logs can hold
+# megabyte-long single lines, e.g. dumped HLO).
+MAX_LINE_SEARCH = 20_000
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known failure message: where it comes from and which layer owns it."""
+
+    id: str
+    pattern: re.Pattern[str]
+    layer: str
+    priority: int
+    remedy: str
+    source: str
+    example: str  # a real line carrying the message, as published at `source`
+    # True when the message shows a failure caused by another worker's (a lost peer,
+    # a torn-down gang): `orch diagnose RUN` looks past it for the first failure.
+    consequence: bool = False
+
+
+def _sig(
+    id: str,
+    layer: str,
+    priority: int,
+    pattern: str,
+    remedy: str,
+    source: str,
+    example: str,
+    flags: int = 0,
+    *,
+    consequence: bool = False,
+) -> Signature:
+    return Signature(
+        id=id,
+        pattern=re.compile(pattern, flags),
+        layer=layer,
+        priority=priority,
+        remedy=remedy,
+        source=source,
+        example=example,
+        consequence=consequence,
+    )
+
+
+_XLA_GH = "https://github.com/openxla/xla/blob/main/"
+_JAX_GH = "https://github.com/jax-ml/jax/blob/main/"
+_PTXLA_GH = "https://github.com/pytorch/xla/blob/master/"
+
+SIGNATURES: tuple[Signature, ...] = (
+    # ---------------------------------------------------------------- transport
+    _sig(
+        "ssh-host-key-changed",
+        "transport",
+        95,
+        r"REMOTE HOST IDENTIFICATION HAS CHANGED|HOST KEY CHANGED for \S+",
+        "The worker's host key changed: if the worker was really rebuilt, remove the old key "
+        "(`ssh-keygen -f KNOWN_HOSTS -R HOST`) and reconnect; otherwise stop and find out why.",
+        "https://github.com/5calV/BytesOfProgress/issues/24",
+        "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @",
+    ),
+    _sig(
+        "ssh-host-key-verification-failed",
+        "transport",
+        85,
+        r"Host key verification failed\.",
+        "The worker's host key is unknown or differs from known_hosts: verify its fingerprint and add "
+        "it to the fleet's known_hosts; never switch off strict checking.",
+        "https://github.com/5calV/BytesOfProgress/issues/24",
+        "Host key verification failed.",
+    ),
+    _sig(
+        "ssh-permission-denied",
+        "transport",
+        75,
+        r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)",
+        "The worker refused the login: check the fleet's ssh user and key for this worker "
+        "(authorized_keys on the worker, key path and agent on this side).",
+        "https://github.com/openai/tart/issues/1135",
+        "admin@192.168.64.15: Permission denied (publickey,password,keyboard-interactive).",
+    ),
+    _sig(
+        "ssh-connection-refused",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: Connection refused"
+        r"|connection to \S+ refused \(sshd not running\?\)|dial tcp \S*:22: connect: connection refused",
+        "Nothing listens on the worker's SSH port: start sshd on the worker or fix the port in fleet.yaml.",
+        "https://github.com/rastasheep/ubuntu-sshd/issues/26",
+        "ssh: connect to host localhost port 22: Connection refused",
+    ),
+    _sig(
+        "ssh-connection-timed-out",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: (Connection|Operation) timed out"
+        r"|connect to \S+ timed out after [\d.]+s|no SSH banner from \S+ within"
+        r"|dial tcp \S*:22: (i/o timeout|connect: no route to host)",
+        "The worker did not answer within the timeout: it is down, paused, overloaded or firewalled; "
+        "check it from its console or cloud status and re-test with `orch exec -- true`.",
+        "https://github.com/googledatalab/datalab/issues/2116",
+        "ssh: connect to host 35.237.76.73 port 22: Connection timed out",
+    ),
+    _sig(
+        "paramiko-no-valid-connections",
+        "transport",
+        60,
+        r"NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+",
+        "No TCP connection to the worker's SSH port: check the address, port and that sshd runs there.",
+        "https://github.com/paramiko/paramiko/issues/2427",
+        "paramiko.ssh_exception.NoValidConnectionsError: [Errno None] Unable to connect to port 22 on 10.0.89.23",
+    ),
+    _sig(
+        "ssh-no-route",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: (No route to host|Network is unreachable)",
+        "The controller has no network path to the worker: the worker is down or on another network, "
+        "or a firewall rejects the route; check its address and that it answers from this host.",
+        "https://github.com/BAAI-WuDao/EVA/issues/3",
+        "ssh: connect to host 175.24.121.148 port 22: No route to host",
+    ),
+    _sig(
+        "ssh-connection-dropped",
+        "transport",
+        50,
+        r"Connection to \S+ closed by remote host|packet_write_wait: Connection to \S+ port \d+: Broken pipe"
+        r"|client_loop: send disconnect: Broken pipe|^Write failed: Broken pipe",
+        "The SSH session to the worker dropped mid-command: check the worker is still up (preemption, "
+        "reboot, OOM of sshd) and the network path; the remote command may still be running.",
+        "https://github.com/pytorch/xla/issues/3129",
+        "packet_write_wait: Connection to 120.192.110.58 port 22: Broken pipe",
+    ),
+    _sig(
+        "ssh-banner-not-read",
+        "transport",
+        70,
+        r"Error reading SSH protocol banner",
+        "The SSH handshake got no (or no SSH) banner: the worker's sshd is overloaded, still starting, "
+        "or something else answers on the port; check sshd on the worker and raise the banner timeout.",
+        "https://github.com/fabric/fabric/issues/2157",
+        "Exception: Error reading SSH protocol banner",
+    ),
+    _sig(
+        "ssh-kex-closed",
+        "transport",
+        60,
+        r"kex_exchange_identification: (Connection closed by remote host|read: Connection reset by peer)",
+        "The worker closed the connection before the key exchange: sshd refused it (MaxStartups, "
+        "firewall, IAP/bastion rules, a tunnel that cannot reach port 22); check the path and sshd's log.",
+        "https://github.com/pytorch/xla/issues/2665",
+        "kex_exchange_identification: Connection closed by remote host",
+    ),
+    _sig(
+        "paramiko-auth-failed",
+        "transport",
+        75,
+        r"AuthenticationException: Authentication failed|paramiko\.transport Authentication \(\w+\) failed",
+        "The worker refused paramiko's login: check the fleet's ssh user and key (authorized_keys on the "
+        "worker; the key type and signature algorithm the server accepts).",
+        "https://github.com/dask/distributed/issues/80",
+        "AuthenticationException: Authentication failed.",
+    ),
+    _sig(
+        "paramiko-auth-frame",
+        "transport",
+        45,
+        r"paramiko[/\\]client\.py\", line \d+, in _auth",
+        "The traceback ends in paramiko's login: the worker refused the credentials; check the fleet's "
+        "ssh user and key for this worker.",
+        "https://github.com/paramiko/paramiko/issues/2316",
+        'File "D:\\23.10.17\\smartIDC\\python39\\lib\\site-packages\\paramiko\\client.py", line 766, in _auth',
+    ),
+    _sig(
+        "ssh-resolve-hostname",
+        "transport",
+        65,
+        r"ssh: Could not resolve hostname",
+        "The worker's address does not resolve: fix the host in fleet.yaml (a typo, a nickname, an empty "
+        "value) or the controller's DNS.",
+        "https://github.com/mfat/sshpilot/issues/483",
+        "ssh: Could not resolve hostname router: Name or service not known",
+    ),
+    _sig(
+        "gcloud-ssh-failed",
+        "transport",
+        55,
+        r"ERROR: \(gcloud\.compute\.[\w.-]*ssh\)|ERROR: \(gcloud\.compute\.start-iap-tunnel\)",
+        "gcloud could not open the SSH session to the worker (the reason is on the lines before: "
+        "firewall, IAP, project or key): check `gcloud compute tpus tpu-vm ssh` by hand.",
+        "https://github.com/tensorflow/tpu/issues/233",
+        "It gives: ERROR: (gcloud.compute.ssh) [/usr/bin/ssh] exited with return code [255].",
+    ),
+    # --------------------------------------------------------- device-ownership
+    _sig(
+        "tpu-in-use-by-pid",
+        "device-ownership",
+        95,
+        r"The TPU is already in use by process with pid\b",
+        "The named process holds the chip: inspect it (`ps -o pid,cmd -p PID`), stop it if it is an "
+        "orphan of an earlier run, then retry; one chip serves one process.",
+        "https://github.com/jax-ml/jax/issues/22070",
+        "INFO:2024-06-25 00:34:55,142:jax._src.xla_bridge:889: Unable to initialize backend 'tpu': "
+        "ABORTED: The TPU is already in use by process with pid 176028. Not attempting to load "
+        "libtpu.so in this process.",
+    ),
+    _sig(
+        "libtpu-lockfile-error",
+        "device-ownership",
+        95,
+        r"Internal error when accessing libtpu multi-process lockfile",
+        "/tmp/libtpu_lockfile is locked by a process libtpu could not identify: check /proc/locks for "
+        "its holder and stop it; delete the file only when no process holds it (a stale file is harmless).",
+        _XLA_GH + "xla/stream_executor/tpu/tpu_initializer_helper.cc",
+        'ABORTED: Internal error when accessing libtpu multi-process lockfile. Run "$ sudo rm /tmp/libtpu_lockfile".',
+    ),
+    _sig(
+        "tpu-in-use-other-user",
+        "device-ownership",
+        92,
+        r"The TPU is already in use by another process probably owned by another user"
+        r"|The TPU is already in use or the lock file is stale",
+        "A process of another user (or a stale lock) holds the chip: `sudo lsof -w /dev/accel0` "
+        "names it; stop it, and remove the lockfile only when nothing holds it.",
+        _XLA_GH + "xla/stream_executor/tpu/tpu_initializer_helper.cc",
+        "The TPU is already in use by another process probably owned by another user. Run "
+        '"$ sudo lsof -w /dev/accel0" to figure out which process is using the TPU. If you still get '
+        'this message, run "$ sudo rm /tmp/libtpu_lockfile".',
+    ),
+    _sig(
+        "libtpu-already-in-use",
+        "device-ownership",
+        90,
+        r"libtpu\.so already in used? by another process",
+        "Another process has libtpu loaded on this host: find it (`sudo lsof -w /dev/accel0`) and stop "
+        "it if it is an orphan; this process silently runs without the TPU otherwise.",
+        "https://github.com/jax-ml/jax/issues/10192",
+        "I0000 00:00:1649423660.053391 1924758 f236.cc:165] libtpu.so already in use by another process "
+        'probably owned by another user. Run "$ sudo lsof -w /dev/accel0" to figure out which process '
+        "is using the TPU. Not attempting to load libtpu.so in this process.",
+    ),
+    _sig(
+        "tpu-vfio-busy",
+        "device-ownership",
+        90,
+        r"open\(/dev/vfio/\w+\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+",
+        "Another process has the TPU's VFIO device open: `fuser -v /dev/vfio/*` names it; stop the "
+        "orphan (often a child process of an earlier run) and retry.",
+        "https://github.com/marin-community/marin/issues/2618",
+        "Failed to initialize TPU system with error: FAILED_PRECONDITION: open(/dev/vfio/0): Device or "
+        "resource busy: Device or resource busy; Couldn't open iommu group /dev/vfio/0",
+    ),
+    _sig(
+        "tpu-accel-open-denied",
+        "device-ownership",
+        80,
+        r"Couldn't open device: /dev/accel\d+ \(Operation not permitted\)"
+        r"|PERMISSION_DENIED: open\(/dev/accel\d+\)|open\(/dev/accel\d+\): Operation not permitted",
+        "The TPU device node could not be opened: a dangling process may still hold it, or this user "
+        "lacks permission; check `lsof -w /dev/accel0` and the device node's owner.",
+        "https://github.com/pytorch/xla/issues/3165",
+        "Invalid argument: Invalid fd: -1; Couldn't open device: /dev/accel0 (Operation not permitted); "
+        "Unable to create Node RegisterInterface for node 0",
+    ),
+    # ------------------------------------------------------------ runtime-proof
+    _sig(
+        "tpu-device-not-found",
+        "runtime-proof",
+        80,
+        r"(TPU initialization failed: |NOT_FOUND: )No \w+ device found",
+        "libtpu found no TPU chip on this host: the lane intends tpu but the worker has none (check "
+        "/dev/accel*, /dev/vfio/*); fix the worker or move it to a cpu lane.",
+        "https://github.com/jax-ml/jax/issues/18780",
+        "XlaRuntimeError: NOT_FOUND: No ba16c7433 device found.",
+    ),
+    _sig(
+        "libtpu-not-found",
+        "runtime-proof",
+        80,
+        r"(OSError|EnvironmentError): libtpu not found",
+        "torch_xla with PJRT_DEVICE=TPU found no libtpu: the bundle lacks libtpu (or TPU_LIBRARY_PATH "
+        "points nowhere); install the bundle's libtpu wheel.",
+        _PTXLA_GH + "torch_xla/_internal/tpu.py",
+        "OSError: libtpu not found",
+    ),
+    _sig(
+        "libtpu-open-failed",
+        "runtime-proof",
+        75,
+        r"Failed to open libtpu\.so",
+        "JAX could not load libtpu.so: install the bundle's libtpu wheel, or point TPU_LIBRARY_PATH at it.",
+        "https://github.com/google-deepmind/alphafold3/issues/656",
+        "xla_bridge.py:841] Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: "
+        "libtpu.so: cannot open shared object file: No such file or directory",
+    ),
+    _sig(
+        "no-tpu-platform",
+        "runtime-proof",
+        75,
+        r"No TPU [Pp]latform (available|found)",
+        "No TPU platform registered: libtpu is missing, did not initialise, or does not match this "
+        "frontend; check the probe's device and bundle checks.",
+        "https://github.com/jax-ml/jax/issues/13260",
+        "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: No TPU Platform available.",
+    ),
+    _sig(
+        "tpu-topology-worker-addresses",
+        "runtime-proof",
+        75,
+        r"Invalid --\w+_slice_builder_worker_addresses specified",
+        "The TPU topology env does not match the slice: TPU_WORKER_HOSTNAMES must list every worker of "
+        "the slice, in order; let the fleet set it.",
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/20244",
+        "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: Invalid "
+        "--2a886c8_slice_builder_worker_addresses specified. Expected 4 worker addresses, got 1.",
+    ),
+    _sig(
+        "tpu-topology-env-unset",
+        "runtime-proof",
+        70,
+        r"could not determine TPU (accelerator type|worker hostnames)",
+        "libtpu could not learn the slice topology: set TPU_SKIP_MDS_QUERY=1, TPU_ACCELERATOR_TYPE, "
+        "TPU_WORKER_ID and TPU_WORKER_HOSTNAMES explicitly (the fleet's runtime policy does).",
+        "https://pypi.org/project/libtpu/",
+        "Failed to find host bounds for accelerator type: WARNING: could not determine TPU accelerator "
+        "type, please set env var `TPU_ACCELERATOR_TYPE` manually, otherwise libtpu.so may not properly "
+        "initialize.",
+    ),
+    _sig(
+        "gce-metadata-fetch",
+        "runtime-proof",
+        65,
+        r"Failed to fetch URL on try \d+ out of \d+|Failed to get TPU metadata",
+        "libtpu is polling the GCE metadata server: set TPU_SKIP_MDS_QUERY=1 with explicit "
+        "TPU_ACCELERATOR_TYPE, TPU_WORKER_ID and TPU_WORKER_HOSTNAMES (the fleet's runtime policy does).",
+        "https://github.com/jax-ml/jax/issues/14300",
+        "I0000 00:00:1671728351.222598      12 common_lib.cc:145] Failed to fetch URL on try 1 out of 6: "
+        "Timeout was reached",
+    ),
+    _sig(
+        "jax-distributed-after-backend",
+        "runtime-proof",
+        65,
+        r"jax\.distributed\.initialize\(\) must be called before any JAX calls",
+        "Something touched JAX before jax.distributed.initialize(): initialise distributed first, "
+        "before any import-time device query.",
+        "https://github.com/mlnomadpy/flaxchat/issues/8",
+        "jax.distributed.initialize() must be called before any JAX calls that might initialise the XLA backend",
+    ),
+    _sig(
+        "torch-xla-runtime-already-initialized",
+        "runtime-proof",
+        65,
+        r"Runtime is already initialized\. Do not use the XLA device before calling xmp\.spawn",
+        "An XLA device was used before xmp.spawn: set policy and spawn before creating any XLA tensor "
+        "(and call use_spmd() before any tensor exists).",
+        "https://github.com/pytorch/xla/issues/9303",
+        "RuntimeError: Runtime is already initialized. Do not use the XLA device before calling xmp.spawn.",
+    ),
+    _sig(
+        "jax-tpu-maybe-present-fallback",
+        "runtime-proof",
+        55,
+        r"A Google TPU may be present on this machine, but either a TPU-enabled jaxlib or libtpu is not "
+        r"installed",
+        "JAX silently fell back to CPU although a TPU is present: libtpu is missing or could not take "
+        "the chip (look for an earlier 'already in use' line); this run did not use the TPU.",
+        "https://github.com/jax-ml/jax/issues/22070",
+        "WARNING:2024-06-25 00:34:55,143:jax._src.xla_bridge:940: A Google TPU may be present on this "
+        "machine, but either a TPU-enabled jaxlib or libtpu is not installed. Falling back to cpu.",
+    ),
+    _sig(
+        "torch-xla-default-cpu",
+        "runtime-proof",
+        # Below CONFIDENT_PRIORITY: the CPU default says torch_xla found no TPU, not why; the
+        # cause is as often a torch/torch_xla skew (pytorch/xla#8626) as an unset PJRT_DEVICE.
+        18,
+        r"Defaulting to PJRT_DEVICE=CPU",
+        "torch_xla picked CPU because PJRT_DEVICE was not set before import: set it in the lane's "
+        "runtime profile; a CPU answer on a TPU lane is a failure.",
+        "https://github.com/pytorch/xla/issues/8626",
+        "WARNING:root:Defaulting to PJRT_DEVICE=CPU",
+    ),
+    _sig(
+        "jax-no-gpu-tpu-fallback",
+        "runtime-proof",
+        50,
+        r"No GPU/TPU found, falling back to CPU",
+        "JAX ran on CPU: the TPU backend did not initialise (the reason is an earlier INFO line, "
+        "'Unable to initialize backend'); set JAX_PLATFORMS=tpu to make it fail loudly.",
+        "https://github.com/jax-ml/jax/issues/10192",
+        "WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+    ),
+    _sig(
+        "jax-tpu-backend-init-failed",
+        "runtime-proof",
+        45,
+        r"Unable to initialize backend 'tpu'|Backend 'tpu' failed to initialize",
+        "JAX's TPU backend did not initialise; the rest of the line says why. Without JAX_PLATFORMS=tpu "
+        "JAX continues on CPU.",
+        "https://github.com/openai/grok/issues/40",
+        "Unable to initialize backend 'tpu': UNIMPLEMENTED: LoadPjrtPlugin is not implemented on windows "
+        "yet. (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    _sig(
+        "xla-use-bf16-deprecated",
+        "runtime-proof",
+        30,
+        r"XLA_USE_BF16 will be deprecated",
+        "XLA_USE_BF16 is set: drop it from the runtime profile (it breaks the current Pallas attention "
+        "path) and cast the model to bf16 in code.",
+        _PTXLA_GH + "torch_xla/csrc/dtype.cpp",
+        "XLA_USE_BF16 will be deprecated after the 2.5 release, please convert your model to bf16 directly",
+    ),
+    _sig(
+        "xla-use-spmd-deprecated",
+        "runtime-proof",
+        30,
+        r"XLA_USE_SPMD is being deprecated",
+        "XLA_USE_SPMD is set: drop it; SPMD is switched on by torch_xla.runtime.use_spmd() before any "
+        "XLA tensor exists.",
+        _PTXLA_GH + "torch_xla/runtime.py",
+        "XLA_USE_SPMD is being deprecated. Use torch_xla.runtime.use_spmd() without setting XLA_USE_SPMD env-var.",
+    ),
+    _sig(
+        "jax-tpu-driver-backend-failed",
+        "runtime-proof",
+        60,
+        r"Requested backend tpu_driver, but it failed to initialize",
+        "The legacy tpu_driver backend (Colab/TPU Node) is not available here: use a TPU VM runtime "
+        "with libtpu and the default 'tpu' backend.",
+        "https://github.com/google-research/vision_transformer/issues/146",
+        "RuntimeError: Requested backend tpu_driver, but it failed to initialize: NOT_FOUND: Unable to "
+        "find driver in registry given worker:",
+    ),
+    # -------------------------------------------------------------- bundle-skew
+    _sig(
+        "torch-xla-undefined-symbol",
+        "bundle-skew",
+        95,
+        r"_XLAC\S*\.so: undefined symbol",
+        "torch_xla was built against a different torch: install the exact torch build the bundle pins "
+        "for this torch_xla (same version and build, e.g. both +cpu or both from one nightly).",
+        "https://github.com/pytorch/xla/issues/8813",
+        "ImportError: /workspaces/xla_workspace/pytorch/xla/_XLAC.cpython-310-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN5torch4lazy13MetricFnValueEd",
+    ),
+    _sig(
+        "jaxlib-newer-than-jax",
+        "bundle-skew",
+        95,
+        r"jaxlib version \S+ is newer than and incompatible with jax version",
+        "jax and jaxlib come from different releases: install the pair the bundle pins.",
+        "https://github.com/jax-ml/jax/issues/17638",
+        "RuntimeError: jaxlib version 0.4.14 is newer than and incompatible with jax version 0.4.6. "
+        "Please update your jax and/or jaxlib packages.",
+    ),
+    _sig(
+        "jaxlib-older-than-jax",
+        "bundle-skew",
+        95,
+        r"jaxlib is version \S+, but this version of jax requires version",
+        "jaxlib is older than this jax requires: install the pair the bundle pins.",
+        "https://github.com/jax-ml/jax/issues/15876",
+        "Windows RuntimeError: jaxlib is version 0.3.25, but this version of jax requires version >= 0.4.7.",
+    ),
+    _sig(
+        "pjrt-plugin-abi-mismatch",
+        "bundle-skew",
+        95,
+        r"Unexpected \w+_Args size: expected \d+, got \d+"
+        r"|The plugin is likely built with a (later|earlier) version than the framework",
+        "Frontend and libtpu disagree on the PJRT C API (struct sizes): use the libtpu validated with "
+        "this torch_xla/jax; they move together as one bundle.",
+        "https://github.com/vllm-project/tpu-inference/pull/1109",
+        "F1114 22:32:47.676167 1232387 pjrt_c_api_helpers.cc:258] Unexpected error status Unexpected "
+        "PJRT_Plugin_Attributes_Args size: expected 32, got 24. The plugin is likely built with a later "
+        "version than the framework. This plugin is built with PJRT API version 0.75.",
+    ),
+    _sig(
+        "libtpu-missing-symbol",
+        "bundle-skew",
+        80,
+        r"\w+ not available in this library\.",
+        "The loaded libtpu lacks a function this frontend needs: another framework's libtpu was loaded "
+        "(TPU_LIBRARY_PATH, import order) or the wrong version is installed; use the bundle's libtpu.",
+        "https://github.com/pytorch/xla/issues/3786",
+        "2022-07-29 03:05:56.772945: F ./tensorflow/core/tpu/tpu_library_init_fns.inc:100] "
+        "TpuEmbeddingEngine_CollateMemory not available in this library.",
+    ),
+    _sig(
+        "pip-dependency-conflict",
+        "bundle-skew",
+        70,
+        r"\S+ \S+ requires \S+, but you have \S+ \S+ which is incompatible",
+        "The installed set violates a wheel's own requirements: lock and install the bundle as one set "
+        "instead of adding packages to an existing environment.",
+        "https://github.com/tenstorrent/tt-forge/issues/806",
+        "pjrt-plugin-tt 0.8.0.dev20260112 requires torch==2.7.1, but you have torch 2.7.0 which is incompatible.",
+    ),
+    _sig(
+        "frontend-module-missing",
+        "bundle-skew",
+        70,
+        r"No module named '(torch_xla|torch_tpu|jax|jaxlib|libtpu)\b[\w.]*'",
+        "A frontend (or a version-gated part of one) is not in this environment: check the lane's "
+        "bundle includes it at a version that has the module.",
+        "https://github.com/AI-Hypercomputer/torchprime/issues/259",
+        "Error importing relative module: No module named 'torch_xla.experimental.splash_attention'",
+    ),
+    _sig(
+        "pjrt-api-version-mismatch",
+        "bundle-skew",
+        95,
+        r"Mismatched PJRT plugin PJRT API version",
+        "The PJRT plugin (libtpu or another backend) speaks another PJRT API version than the framework: "
+        "install the plugin validated with this jax/torch_xla; they move together as one bundle.",
+        "https://github.com/pytorch/xla/issues/6949",
+        "F0000 00:00:1713630999.125092  494916 pjrt_computation_client.cc:158] Non-OK-status: tpu_status "
+        "status: INVALID_ARGUMENT: Mismatched PJRT plugin PJRT API version (0.47) and framework PJRT API "
+        "version 0.40).",
+    ),
+    _sig(
+        "pip-pin-unavailable",
+        "bundle-skew",
+        70,
+        r"(Could not find a version that satisfies the requirement|No matching distribution found for) "
+        r"(jax|jaxlib|libtpu|torch|torch[_-]xla|flax)\b",
+        "A pinned frontend or runtime wheel is not on the index any more: the bundle must be rebuilt "
+        "from versions that exist (and are validated together), not patched one wheel at a time.",
+        "https://github.com/huggingface/diffusers/issues/8315",
+        "ERROR: No matching distribution found for jaxlib==0.3.25",
+    ),
+    _sig(
+        "wheel-inconsistent-version",
+        "bundle-skew",
+        70,
+        r"has inconsistent version: expected '[^']+', but metadata has",
+        "pip refused a wheel of the bundle whose metadata disagrees with its name: pin a libtpu/jax "
+        "release whose wheels are consistent, for the whole bundle.",
+        "https://github.com/jax-ml/jax/issues/22793",
+        "Discarding https://storage.googleapis.com/libtpu-nightly-releases/wheels/libtpu-nightly/"
+        "libtpu_nightly-0.1.dev20240729%2Bnightly-py3-none-any.whl (from https://storage.googleapis.com/"
+        "jax-releases/libtpu_releases.html): Requested libtpu-nightly==0.1.dev20240729 from "
+        "https://storage.googleapis.com/libtpu-nightly-releases/wheels/libtpu-nightly/libtpu_nightly-0.1."
+        "dev20240729%2Bnightly-py3-none-any.whl (from jax==0.4.31) has inconsistent version: expected "
+        "'0.1.dev20240729+nightly', but metadata has '0.1.dev20240729+default'",
+    ),
+    _sig(
+        "frontend-name-missing",
+        "bundle-skew",
+        65,
+        r"cannot import name '\w+' from '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b",
+        "A library was installed for another jax/torch_xla release than the one present (flax, optax "
+        "and friends move with jax): install the versions the bundle pins together.",
+        "https://github.com/jax-ml/jax/issues/17508",
+        "ImportError: cannot import name 'ShapedArray' from 'jax' (/usr/local/lib/python3.10/dist-packages/"
+        "jax/__init__.py)",
+    ),
+    _sig(
+        "frontend-attribute-missing",
+        "bundle-skew",
+        65,
+        r"AttributeError(: |\(\"?)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no attribute",
+        "A jax/torch_xla module lacks a name another installed package (or jax itself) expects: the "
+        "versions do not belong together; install the set the bundle pins.",
+        "https://github.com/blackjax-devs/blackjax/issues/787",
+        "AttributeError: module 'jax.core' has no attribute 'Shape'",
+    ),
+    # -------------------------------------------------------------------- cache
+    _sig(
+        "xla-deserialize-unimplemented",
+        "cache",
+        85,
+        r"Failed to deserialize executable: UNIMPLEMENTED: Deserializing serialized executable not supported",
+        "The cache is written but never read back (torch_xla calls an unimplemented "
+        "DeserializeExecutable on this backend): warm restarts recompile; use a torch_xla build that "
+        "loads via LoadSerializedExecutable, and prove reuse by a faster warm restart.",
+        "https://github.com/pytorch/xla/issues/9094",
+        "W torch_xla/csrc/runtime/pjrt_computation_client.cc:680] Failed to deserialize executable: "
+        "UNIMPLEMENTED: Deserializing serialized executable not supported.",
+    ),
+    _sig(
+        "jax-cache-read-error",
+        "cache",
+        75,
+        r"Error reading persistent compilation cache entry for",
+        "JAX could not read a cache entry (permissions, a concurrent writer, or an entry from another "
+        "bundle): give each host its own writable cache or one writer with read-only readers.",
+        "https://github.com/jax-ml/jax/issues/22718",
+        "UserWarning: Error reading persistent compilation cache entry for 'jit_run_evaluation_rollout': "
+        "PermissionError: [Errno 13] Permission denied: ",
+    ),
+    _sig(
+        "jax-cache-write-error",
+        "cache",
+        75,
+        r"Error writing persistent compilation cache entry for",
+        "JAX could not write a cache entry: a read-only reader is configured as a writer, or the cache "
+        "directory is missing or full; match the lane's cache policy (one writer, read-only readers).",
+        _JAX_GH + "jax/_src/compiler.py",
+        "UserWarning: Error writing persistent compilation cache entry for 'jit_iota': OSError: [Errno 30] "
+        "Read-only file system: '/tmp/rocache/jit_iota-0b184a1e3154e7f940fd1d474983357853d33ff0dcd1474f81c7c9"
+        "1eea9d9d7f-cache'",
+    ),
+    _sig(
+        "torch-xla-cache-single-module",
+        "cache",
+        70,
+        r"Only a single module is supported for persistent computation caching",
+        "torch_xla's persistent cache cannot hold this computation: unset XLA_PERSISTENT_CACHE_PATH for "
+        "this run or restructure the step into one module.",
+        "https://github.com/pytorch/xla/pull/5804",
+        "Only a single module is supported for persistent computation caching. Please unset the "
+        "XLA_PERSISTENT_CACHE_PATH variable to disable persistent caching.",
+    ),
+    _sig(
+        "jax-cache-nonzero-process-skip",
+        "cache",
+        25,
+        r"Not writing persistent cache entry since process_(id|index) != 0",
+        "Expected on processes 1..N (only process 0 writes the JAX cache); judge the cache per process "
+        "by its hits on a warm restart, not by files on disk.",
+        _JAX_GH + "jax/_src/compiler.py",
+        "DEBUG:jax._src.compiler:Not writing persistent cache entry since process_id != 0",
+    ),
+    # ------------------------------------------------------------------- memory
+    _sig(
+        "hbm-oom",
+        "memory",
+        90,
+        r"Ran out of memory in memory space hbm",
+        "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "
+        "the largest allocations listed after this line.",
+        "https://github.com/tensorflow/tpu/issues/385",
+        "Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm. Exceeded "
+        "hbm capacity by 385.25M.",
+    ),
+    _sig(
+        "vmem-oom",
+        "memory",
+        90,
+        r"Ran out of memory in memory space vmem",
+        "A kernel (often a Pallas kernel) needs more VMEM than available: use smaller block sizes or "
+        "raise vmem_limit_bytes within the chip's capacity.",
+        "https://github.com/pytorch/xla/issues/9524",
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out "
+        "of memory in memory space vmem. Used 32.42M of 16.00M vmem. Exceeded vmem capacity by 16.42M",
+    ),
+    _sig(
+        "device-allocation-failed",
+        "memory",
+        90,
+        r"Attempting to (allocate|reserve) [\d.]+\w*( at the bottom of memory)?\. That was not possible",
+        "A device buffer did not fit in free HBM: reduce the footprint, and check no earlier run or "
+        "leftover array still holds memory on this chip.",
+        "https://github.com/google-deepmind/gemma/issues/85",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
+        "Attempting to allocate 15.65G. That was not possible. There are 11.08G free.; (0x0x0_HBM0)",
+    ),
+    _sig(
+        "device-allocation-request-failed",
+        "memory",
+        80,
+        r"Failed to allocate request for [\d.]+\w*B? \(\d+B\) on device ordinal \d+",
+        "A device allocation did not fit in free HBM: reduce the footprint (batch, shards per device) and "
+        "check no earlier array or process still holds memory on this chip.",
+        "https://github.com/kingoflolz/mesh-transformer-jax/issues/209",
+        "2022-03-07 18:41:42.980600: E external/org_tensorflow/tensorflow/compiler/xla/pjrt/"
+        "pjrt_stream_executor_client.cc:2124] Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to "
+        "allocate request for 256.00MiB (268435456B) on device ordinal 0",
+    ),
+    _sig(
+        "host-oom-killer",
+        "memory",
+        85,
+        r"Out of memory: Killed process \d+|^\S.*Killed process \d+ \(.*\) total-vm:|oom-kill:constraint=",
+        "The kernel's OOM killer ended the process (host RAM, not HBM): lower host-side memory (data "
+        "loading, checkpoint staging, number of processes per host).",
+        "https://github.com/pcyin/tranX/issues/41",
+        "[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244",
+    ),
+    _sig(
+        "resource-exhausted-allocate",
+        "memory",
+        70,
+        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes",
+        "An allocation failed for lack of device memory: reduce the footprint or shard more.",
+        "https://github.com/google-deepmind/alphafold/issues/1023",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "7406166528 bytes.",
+    ),
+    _sig(
+        "resource-exhausted",
+        "memory",
+        40,
+        r"\bRESOURCE_EXHAUSTED\b|Resource exhausted:",
+        "A runtime resource ran out, most often device memory: read the rest of the message for which.",
+        "https://github.com/pytorch/xla/issues/1735",
+        "RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:",
+    ),
+    _sig(
+        "kernel-oom-kill-variants",
+        "memory",
+        85,
+        r"Out of memory: Kill process \d+ \(.*\) score \d+ or sacrifice child|invoked oom-killer: gfp_mask=",
+        "The kernel's OOM killer ran (host RAM, not HBM): lower host-side memory (data loading, "
+        "checkpoint staging, processes per host).",
+        "https://github.com/alibaba-archive/alicloud-duplicity/issues/3",
+        "[35881895.791331] Out of memory: Kill process 21518 (python2) score 752 or sacrifice child",
+    ),
+    _sig(
+        "process-killed",
+        "memory",
+        20,
+        r"^\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b",
+        "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
+        "'Out of memory' on that worker.",
+        "https://github.com/tmux/tmux/issues/2364",
+        "Killed",
+    ),
+    _sig(
+        "exit-137-sigkill",
+        "memory",
+        30,
+        r"exit code 137 \(interrupted by signal 9: SIGKILL\)",
+        "The process was SIGKILLed, most often by the OOM killer: check `dmesg` for 'Out of memory' on "
+        "that worker and lower host-side memory.",
+        "https://github.com/davidsandberg/facenet/issues/236",
+        "Process finished with exit code 137 (interrupted by signal 9: SIGKILL)",
+    ),
+    _sig(
+        "ray-worker-died-system-error",
+        "memory",
+        30,
+        r"Worker unexpectedly exits with a connection error code 2\. End of file\. There are some potential "
+        r"root causes\. \(1\) The process is killed by SIGKILL by OOM killer",
+        "A Ray worker died without an exception; the usual cause is the OOM killer: check the node's "
+        "`dmesg` and Ray's memory monitor, and lower the per-worker memory.",
+        "https://github.com/PeterGriffinJin/Search-R1/issues/45",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
+        "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.",
+    ),
+    # --------------------------------------------------------------- collective
+    _sig(
+        "torch-dist-store-timeout",
+        "collective",
+        65,
+        r"DistStoreError: Timed out after \d+ seconds waiting for (clients|workers)",
+        "Not every rank reached the rendezvous store: a worker did not start or failed early (its log "
+        "has the cause); check MASTER_ADDR/MASTER_PORT and WORLD_SIZE, then relaunch the gang.",
+        "https://github.com/OpenRLHF/OpenRLHF/issues/1040",
+        "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.",
+        consequence=True,
+    ),
+    _sig(
+        "torch-dist-network-timeout",
+        "collective",
+        60,
+        r"DistNetworkError: The client socket has timed out after \d+ms while trying to connect to",
+        "A rank could not reach the rendezvous address: check MASTER_ADDR/MASTER_PORT are reachable "
+        "from every worker and rank 0 is up.",
+        "https://github.com/vllm-project/vllm/issues/19670",
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while "
+        "trying to connect to (172.17.0.9, 46229).",
+    ),
+    _sig(
+        "jax-barrier-timeout",
+        "collective",
+        65,
+        r"DEADLINE_EXCEEDED: Barrier timed out",
+        "Not every process reached jax.distributed.initialize in time: find the missing tasks named on "
+        "the following lines (they did not start or crashed first) and relaunch the gang.",
+        "https://github.com/ayaka14732/llama-2-jax/issues/20",
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: "
+        "PjRT_Client_Connect. Timed out task names:",
+        consequence=True,
+    ),
+    _sig(
+        "jax-register-task-deadline",
+        "collective",
+        65,
+        r"CoordinationService/RegisterTask|Coordination service agent in error status: DEADLINE_EXCEEDED",
+        "Not every process registered with the JAX coordinator in time: a worker did not start or "
+        "cannot reach the coordinator (process 0); check every worker started and the coordinator "
+        "address/port, then relaunch the gang.",
+        "https://github.com/google/paxml/issues/77",
+        "2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] Coordination "
+        "service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded",
+        consequence=True,
+    ),
+    _sig(
+        "xla-rendezvous-failed",
+        "collective",
+        60,
+        r"Failed to meet rendezvous '[^']*'",
+        "Workers did not all reach an XLA rendezvous: a worker is missing or unreachable on the mesh "
+        "port; check every worker runs the same program.",
+        "https://github.com/pytorch/xla/issues/3129",
+        "Exception in device=TPU:24: tensorflow/compiler/xla/xla_client/mesh_service.cc:364 : Failed to "
+        "meet rendezvous 'test_loss': failed to connect to all addresses (14)",
+        consequence=True,
+    ),
+    _sig(
+        "gloo-full-mesh-failed",
+        "collective",
+        60,
+        r"Gloo connectFullMesh failed",
+        "gloo could not connect every pair of ranks: check the workers can reach each other on the "
+        "interface gloo picked (GLOO_SOCKET_IFNAME) and that all ranks started.",
+        "https://github.com/sgl-project/sglang/issues/3226",
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+    ),
+    _sig(
+        "jax-tpu-init-waiting-for-hosts",
+        "collective",
+        60,
+        r"TPU backend initialization is taking more than [\d.]+ seconds\. Did you run your code on all "
+        r"TPU hosts\?",
+        "TPU initialisation waits for the other hosts of the slice: start the program on every worker "
+        "together (one process per worker).",
+        "https://github.com/google-research/t5x/issues/997",
+        "UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run your code "
+        "on all TPU hosts? See https://jax.readthedocs.io/en/latest/multi_process.html for more information.",
+    ),
+    _sig(
+        "jax-tasks-unhealthy",
+        "collective",
+        55,
+        r"tasks are unhealthy \(stopped sending heartbeats\)|heartbeat timeout\. This indicates that the "
+        r"remote task has failed",
+        "A peer process died and the gang shares its fate: the task named on the next lines has the real "
+        "error in its own log; tear the gang down and relaunch.",
+        _JAX_GH + "docs/fault_tolerance.rst",
+        "absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):",
+        consequence=True,
+    ),
+    _sig(
+        "jax-distributed-fatal",
+        "collective",
+        50,
+        r"Terminating process because the JAX distributed service detected fatal errors",
+        "The JAX distributed service aborted this process (rc 134) because of another task: read the "
+        "status after 'absl::Status:' and the log of the task it names.",
+        _JAX_GH + "docs/fault_tolerance.rst",
+        "F0926 17:26:32.075587  157988 client.h:77] Terminating process because the JAX distributed "
+        "service detected fatal errors. This most likely indicates that another task died; see the other "
+        "task logs for more details.",
+        consequence=True,
+    ),
+    _sig(
+        "jax-coordinator-unreachable",
+        "collective",
+        55,
+        r"Failed to send RPC to coordination service",
+        "The JAX coordinator (process 0) died or is unreachable: check process 0's log first.",
+        _JAX_GH + "docs/fault_tolerance.rst",
+        "absl::Status: UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task "
+        "was preempted/died/restarted unexpectedly or this task is experiencing network issues.",
+        consequence=True,
+    ),
+    _sig(
+        "gloo-peer-closed",
+        "collective",
+        55,
+        r"gloo/transport/tcp/pair\.cc:\d+\] (Connection closed by peer|Read error .*Connection reset by peer)",
+        "A gloo peer went away mid-collective: the rank at that address crashed or was killed first; "
+        "read its log, then relaunch the gang.",
+        "https://github.com/pytorch/pytorch/issues/75512",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+        "[18.25.6.30]:28048",
+        consequence=True,
+    ),
+    _sig(
+        "torch-dist-store-error",
+        "collective",
+        50,
+        r"torch\.distributed\.DistStoreError",
+        "The torch.distributed store failed (a timeout or a lost rank 0): check rank 0 and that all ranks started.",
+        "https://github.com/alibaba/Pai-Megatron-Patch/issues/468",
+        "torch.distributed.DistStoreError: Socket Timeout",
+    ),
+    _sig(
+        "nccl-watchdog-timeout",
+        "collective",
+        60,
+        r"Watchdog caught collective operation timeout",
+        "A collective waited past its timeout on this rank: another rank did not reach it (crashed, "
+        "stuck or diverged); find the first rank that failed, then relaunch the gang.",
+        "https://github.com/XPixelGroup/BasicSR/issues/737",
+        "[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, "
+        "Timeout(ms)=600000) ran for 600020 milliseconds before timing out.",
+        consequence=True,
+    ),
+    _sig(
+        "xla-rendezvous-stuck",
+        "collective",
+        55,
+        r"This thread has been waiting for .* and may be stuck"
+        r"|Expected \d+ threads to join the rendezvous, but not all of them arrived on time",
+        "Not every participant reached an XLA rendezvous: a peer process or device is missing or "
+        "stuck; check every process started and runs the same program.",
+        "https://github.com/jax-ml/jax/issues/22740",
+        "2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has been "
+        "waiting for `initialize clique for rank 6; clique=devices=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]; "
+        "stream=0; run_id=724296073` for 10 seconds and may be stuck. Expected 8 threads to join the "
+        "rendezvous, but not all of them arrived on time.",
+        consequence=True,
+    ),
+    _sig(
+        "xla-mesh-master-unreachable",
+        "collective",
+        60,
+        r"Failed to connect to client mesh master",
+        "A torch_xla replica could not reach the mesh master (the XRT rendezvous service): the master "
+        "process died or is unreachable, or the rendezvous ran outside the spawned processes.",
+        "https://github.com/pytorch/xla/issues/2604",
+        "Failed to connect to client mesh master: d7c1c93dfe8c:56419",
+    ),
+    _sig(
+        "torch-rendezvous-store-frame",
+        "collective",
+        45,
+        r"\bstore = TCPStore\(",
+        "Creating the torch.distributed rendezvous store failed: check MASTER_ADDR/MASTER_PORT are "
+        "reachable from every worker, rank 0 is up and WORLD_SIZE/RANK are right.",
+        "https://github.com/yangkky/distributed_tutorial/issues/3",
+        "    store = TCPStore(master_addr, master_port, world_size, start_daemon)",
+    ),
+    _sig(
+        "c10d-store-connect-timeout",
+        "collective",
+        60,
+        r"\[c10d\] The client socket has timed out after \d+m?s while trying to connect to"
+        r"|RendezvousConnectionError: The connection to the C10d store has failed",
+        "A node could not reach the c10d rendezvous endpoint: check --rdzv_endpoint/MASTER_ADDR is "
+        "reachable from every node (firewall, interface) and that the node hosting it is up.",
+        "https://github.com/pytorch/pytorch/issues/76367",
+        "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to (IP1, 2222).",
+    ),
+    _sig(
+        "xla-mesh-connect-check-failed",
+        "collective",
+        60,
+        r"mesh_service\.cc:\d+ : Check failed: impl_->channel->WaitForConnected",
+        "A torch_xla (XRT) replica could not connect to the mesh service in time: the master replica "
+        "died or is unreachable; check the first replica's log and the network between workers.",
+        "https://github.com/pytorch/xla/issues/4115",
+        "RuntimeError: tensorflow/compiler/xla/xla_client/mesh_service.cc:329 : Check failed: "
+        "impl_->channel->WaitForConnected( std::chrono::system_clock::now() + std::chrono::seconds(connect_w",
+    ),
+    _sig(
+        "jax-wait-at-barrier",
+        "collective",
+        40,
+        r"\bwait_at_barrier\(",
+        "A JAX barrier between processes failed: a peer crashed or was not launched, or is slower than "
+        "the barrier timeout; check every worker's log and the timeout.",
+        "https://github.com/marin-community/marin/issues/1902",
+        '    client.wait_at_barrier(f"multihost_broadcast_sync{_sync_counter}", timeout_in_ms=int(timeout * 1000.0))',
+        consequence=True,
+    ),
+    # --------------------------------------------------------------------- disk
+    _sig(
+        "disk-full",
+        "disk",
+        85,
+        r"No space left on device",
+        "A filesystem is full: the message names the path; free space there (old checkpoints, caches, "
+        "docker images, /dev/shm) or move it to a larger disk.",
+        "https://github.com/hpcaitech/Open-Sora/issues/663",
+        "OSError: [Errno 28] No space left on device",
+    ),
+    _sig(
+        "disk-quota-exceeded",
+        "disk",
+        85,
+        r"[Dd]isk quota exceeded",
+        "The user's or project's quota on that filesystem is used up (even with free space on the disk): "
+        "clean up or write to a filesystem with quota left.",
+        "https://github.com/KennthShang/HostG/issues/7",
+        "OSError: [Errno 122] Disk quota exceeded: 'out/intermediate.ntw'",
+    ),
+    _sig(
+        "ray-disk-over-full",
+        "disk",
+        60,
+        r"file_system_monitor\.cc:\d+: \S+ is over \d+% full",
+        "Ray's object spilling directory is (nearly) full: point spilling at a larger disk or free it.",
+        "https://github.com/alpa-projects/alpa/issues/763",
+        "(raylet) [2022-10-31 12:59:55,577 E 62901 62931] (raylet) file_system_monitor.cc:105: "
+        "/tmp/ray/session_2022-10-31_12-54-25_011441_62842 is over 95% full, available space: 0; capacity: "
+        "270475862016. Object creation will fail if spilling is required.",
+    ),
+    # ----------------------------------------------------------------- hardware
+    _sig(
+        "tpu-slice-failure",
+        "hardware",
+        85,
+        r"Detected failure SLICE_FAILURE_\w+|Session master detected TPU session error from worker",
+        "The TPU runtime detected a chip or slice fault on the named worker: take that worker (or the "
+        "slice) out of service and relaunch; the other workers' errors follow from it.",
+        "https://github.com/AI-Hypercomputer/maxtext/pull/2041",
+        "E0511 18:18:50.796852     915 tpunetd_client.cc:311] Detected failure SLICE_FAILURE_CHIP_DRIVER_ERROR "
+        "in session e6c885828b538167; Start failure handling",
+    ),
+    _sig(
+        "tpu-node-unhealthy",
+        "hardware",
+        70,
+        r"TPU \S+ is not HEALTHY",
+        "The platform reports the TPU as unhealthy: wait for it to recover or recreate it; no software "
+        "change on the workers fixes this.",
+        "https://github.com/pytorch/xla/issues/2142",
+        "RuntimeError: TPU node-v3-32 is not HEALTHY yet. Re-run when all TPUs are HEALTHY",
+    ),
+    # -------------------------------------------------------------------- other
+    _sig(
+        "segmentation-fault",
+        "other",
+        15,
+        r"Fatal Python error: Segmentation fault|Segmentation fault( +\(core dumped\))?|\*\*\* SIGSEGV",
+        "The process crashed in native code: note the last Python frames above, check the bundle "
+        "matches its lock (`orch probe`), and report with the full log.",
+        "https://github.com/pytorch/xla/issues/6010",
+        "Fatal Python error: Segmentation fault",
+    ),
+    _sig(
+        "native-check-failure",
+        "other",
+        12,
+        r"\*\*\* Check failure stack trace: \*\*\*|\*\*\* SIGABRT received by PID \d+",
+        "A native CHECK aborted the process: the 'Check failed' line just above names the component; "
+        "search it against the bundle's versions.",
+        "https://github.com/jax-ml/jax/issues/15210",
+        "*** Check failure stack trace: ***",
+    ),
+    _sig(
+        "python-exception",
+        "other",
+        5,
+        r"^\s*([A-Za-z_][\w.]*\.)?[A-Z]\w*(Error|Exception): ",
+        "A Python exception ended the run: read its message and the frames above it.",
+        "https://github.com/pytorch/xla/issues/2035",
+        "RuntimeError: tensorflow/compiler/xla/xla_client/computation_client.cc:234 : Missing XLA configuration",
+    ),
+)
