@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LANE = "cpu"
@@ -92,7 +93,7 @@ class Slice:
 
     def orch_json(
         self, *args: str, check: bool = True, timeout: float | None = None, fleet: Path | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Run `orch ARGS` (which include --json) and return its JSON document, whatever its exit code
         when `check` is false; a missing or broken document always fails."""
         proc = self.orch(*args, check=check, timeout=timeout, fleet=fleet)
@@ -104,11 +105,11 @@ class Slice:
             raise OrchFailed([orch_executable(), *args], proc)
         return doc
 
-    def lock(self, bundle: str = BUNDLE) -> dict:
+    def lock(self, bundle: str = BUNDLE) -> dict[str, Any]:
         """`orch bundle lock BUNDLE`: resolve the bundle's wheels, write its lock next to the fleet file."""
         return self.orch_json("bundle", "lock", bundle, "--json", timeout=900)
 
-    def deploy(self, lane: str = LANE) -> dict:
+    def deploy(self, lane: str = LANE) -> dict[str, Any]:
         """Make the lane's bundle active on its workers with `orch deploy` (locking it first if it has no
         lock yet); the deploy's JSON document. A no-op when it is already active."""
         plan = self.orch("deploy", "--lane", lane, "--dry-run", check=False)
@@ -116,7 +117,15 @@ class Slice:
             if "has no lock" not in plan.stdout + plan.stderr:
                 raise OrchFailed(["orch", "deploy", "--lane", lane, "--dry-run"], plan)
             self.lock(self.lane_bundle(lane))
-        return self.orch_json("deploy", "--lane", lane, "--json", timeout=1800)
+        doc = self.orch_json("deploy", "--lane", lane, "--json", check=False, timeout=1800)
+        if not doc.get("ok"):
+            failed = {
+                name: f"{o.get('status')}: {o.get('reason')}"
+                for name, o in doc.get("workers", {}).items()
+                if o.get("status") not in ("installed", "unchanged")
+            }
+            raise SystemExit(f"orch deploy --lane {lane} failed on {len(failed)} worker(s): {failed}")
+        return doc
 
     def lane_bundle(self, lane: str) -> str:
         """The bundle the fleet assigns to `lane` (`orch fleet show --json`)."""
@@ -167,12 +176,12 @@ def _candidates(workers: int) -> Iterator[str]:
             yield f"127.{second}.{third}.1"
 
 
-def _status(dir: Path) -> dict:
+def _status(dir: Path) -> dict[str, Any]:
     argv = [orch_executable(), "sandbox", "status", "--dir", str(dir), "--json"]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         raise OrchFailed(argv, proc)
-    doc: dict = json.loads(proc.stdout)
+    doc: dict[str, Any] = json.loads(proc.stdout)
     return doc
 
 
