@@ -1,10 +1,10 @@
 """Launch benchmark: start skew across 8 workers, and teardown latency after one worker dies.
 
-Brings up its own 8-worker local slice (own directory and loopback
-addresses), installs the jax-cpu bundle on every worker (one shared uv cache
-on the slice's shared mount), then, with real JAX processes:
+Brings up its own local slice (or uses one given with --sandbox-dir), makes
+the jax-cpu bundle active on every worker with `orch deploy`, then, with real
+JAX processes started by `orch launch --json`:
 
-  start    launch a short data-parallel job; report how far apart the 8
+  start    launch a short data-parallel job; report how far apart the
            launchers left the start barrier (release skew), how far apart
            user code began after jax.distributed.initialize (user-code skew),
            and the time from "all ready" to release.
@@ -13,15 +13,17 @@ on the slice's shared mount), then, with real JAX processes:
            the worker) to orch noticing it, and to every process of the run
            on every worker being gone (checked by listing processes).
 
-The slice is taken down at the end.
+A slice it brought up is taken down at the end.
 
-    .venv/bin/python bench/launch.py [--workers 8] [--repeat 3]
+    .venv/bin/python bench/launch.py [--workers 8] [--repeat 3] [--sandbox-dir DIR] [--smoke]
+
+--smoke: 2 workers, 1 repeat.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
 import statistics
 import sys
@@ -29,21 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from orchestrator import launch, runs, sandbox  # noqa: E402
-from orchestrator.fleet import load_fleet  # noqa: E402
-from orchestrator.transport import for_fleet  # noqa: E402
-
-ENV = "/var/lib/orch/envs/bench-jax-cpu"
-INSTALL = (
-    'set -e; test -x "$2/bin/python" || { "$1" venv -q --python /usr/bin/python3 "$2" && '
-    'UV_CACHE_DIR=/mnt/orch-shared/uv-cache "$1" pip install -q --python "$2/bin/python" --no-index '
-    "--find-links /opt/pypi/files jax==0.10.2 jaxlib==0.10.2; }; mkdir -p /var/lib/orch/lanes/cpu; "
-    'ln -sfn "$2" /var/lib/orch/lanes/cpu/active.new && mv -T /var/lib/orch/lanes/cpu/active.new '
-    "/var/lib/orch/lanes/cpu/active"
-)
+from _slice import LANE, ROOT, Slice, add_slice_args, open_slice  # noqa: E402
 
 DIE = """\
 import os, signal, sys, time
@@ -64,6 +54,8 @@ for step in range(100000):
     time.sleep(0.1)
 """
 
+# Counts the live processes whose environment carries the run's id (the launcher exports
+# ORCH_RUN_ID to everything it starts); zombies are already gone.
 LIST_RUN = (
     "import os,sys\nrid=sys.argv[1].encode()\nn=0\nfor p in os.listdir('/proc'):\n"
     " try:\n  e=open('/proc/'+p+'/environ','rb').read(); s=open('/proc/'+p+'/stat').read()\n"
@@ -72,17 +64,23 @@ LIST_RUN = (
 )
 
 
-def free_base(workers: int) -> str:
-    for second in range(150, 200):
-        base = f"127.{second}.{1 + os.getpid() % 200}.1"
-        if sandbox.addresses_free(sandbox.worker_addresses(base, workers)):
-            return base
-    raise SystemExit("no free loopback addresses for the benchmark slice")
+def left_on_workers(sl: Slice, run_id: str) -> int:
+    """Processes of the run still alive on any worker (`orch exec`)."""
+    doc = sl.orch_json("exec", "--json", "--lane", LANE, "--", "python3", "-c", LIST_RUN, run_id, timeout=60)
+    return sum(int(r["stdout_tail"].strip() or 0) for r in doc["results"])
 
 
-def left_on_workers(transport, run_id: str) -> int:
-    res = transport.run(["python3", "-c", LIST_RUN, run_id], timeout=30)
-    return sum(int(r.stdout.strip() or 0) for r in res.values())
+def launch(sl: Slice, code: Path, *argv: str) -> tuple[dict, float]:
+    """`orch launch --json` of `argv` from `code`: its outcome document and wall time (CLI start included)."""
+    start = time.perf_counter()
+    proc = sl.orch(
+        "launch", "--lane", LANE, "--workdir", str(code), "--json", "--no-gather", "--", *argv, check=False, timeout=600
+    )
+    wall = time.perf_counter() - start
+    try:
+        return json.loads(proc.stdout), wall
+    except json.JSONDecodeError:
+        raise SystemExit(f"orch launch exited {proc.returncode} without an outcome:\n{proc.stderr[-4000:]}") from None
 
 
 def ms(x: float) -> str:
@@ -90,67 +88,59 @@ def ms(x: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--workers", type=int, default=8)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_slice_args(ap, workers=8)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--dir", default=f"/var/tmp/orch-bench-launch-{os.getpid()}")
-    ap.add_argument("--base-address")
     args = ap.parse_args()
+    if args.smoke:
+        args.workers, args.repeat = 2, 1
 
-    base = args.base_address or free_base(args.workers)
-    state = sandbox.up(args.dir, args.workers, base_address=base)
-    tmp = Path(tempfile.mkdtemp(prefix="orch-bench-launch-"))
-    os.environ[runs.RUNS_ENV] = str(tmp / "runs")
-    try:
-        fleet = load_fleet(state.fleet_path)
-        workers = fleet.lane_workers("cpu")
+    with open_slice("launch", args.workers, sandbox_dir=args.sandbox_dir, base_address=args.base_address) as sl:
         t0 = time.perf_counter()
-        with for_fleet(fleet, workers) as transport:
-            res = transport.run(["sh", "-c", INSTALL, "sh", str(Path(sys.executable).parent / "uv"), ENV], timeout=900)
-            bad = {w: r.describe() for w, r in res.items() if not r.ok}
-            if bad:
-                raise SystemExit(f"installing jax on the workers failed: {bad}")
-            print(f"slice: {args.workers} workers at {base}; jax-cpu installed in {time.perf_counter() - t0:.1f}s")
-            code = tmp / "code"
-            code.mkdir()
+        deployed = sl.deploy()
+        print(
+            f"slice: {sl.workers} workers in {sl.dir}; jax-cpu {deployed['bundle_id']} active after "
+            f"{time.perf_counter() - t0:.1f}s (orch deploy)"
+        )
+        code = Path(tempfile.mkdtemp(prefix="orch-bench-launch-code-"))
+        try:
             shutil.copy(ROOT / "examples" / "jax_spmd.py", code / "jax_spmd.py")
             (code / "die.py").write_text(DIE)
 
             start_rows = []
             for i in range(args.repeat):
-                plan = launch.plan_launch(fleet, "cpu", ["jax_spmd.py", "--steps", "3"], workdir=str(code))
-                t = time.perf_counter()
-                out = launch.execute(plan, transport)
-                wall = time.perf_counter() - t
-                if not out.ok:
-                    raise SystemExit(f"start run {i} failed: {out.message}")
-                start_rows.append((out.start_skew, out.user_start_skew, out.ready_elapsed, wall))
+                out, wall = launch(sl, code, "jax_spmd.py", "--steps", "3")
+                if not out["ok"]:
+                    raise SystemExit(f"start run {i} failed: {out['message']}")
+                start_rows.append((out["start_skew"], out["user_start_skew"], out["ready_elapsed"], wall))
                 print(
-                    f"  start {i}: release skew {ms(out.start_skew)}, user-code skew {ms(out.user_start_skew)}, "
-                    f"ready after {out.ready_elapsed:.2f}s, whole launch {wall:.2f}s"
+                    f"  start {i}: release skew {ms(out['start_skew'])}, user-code skew "
+                    f"{ms(out['user_start_skew'])}, ready after {out['ready_elapsed']:.2f}s, "
+                    f"whole orch launch {wall:.2f}s"
                 )
 
             tear_rows = []
             for i in range(args.repeat):
-                victim = (i * 3 + 1) % args.workers
-                plan = launch.plan_launch(fleet, "cpu", ["die.py", str(victim), "5"], workdir=str(code))
-                out = launch.execute(plan, transport)
-                f = out.first_failure
-                if f is None or f.process_id != victim or f.signal != 9:
+                victim = (i * 3 + 1) % sl.workers
+                out, _ = launch(sl, code, "die.py", str(victim), "5")
+                f = out["first_failure"]
+                if f is None or f["process_id"] != victim or f["signal"] != 9:
                     raise SystemExit(
-                        f"teardown run {i}: expected process {victim} killed by SIGKILL, got {out.message}"
+                        f"teardown run {i}: expected process {victim} killed by SIGKILL, got {out['message']}"
                     )
-                left = left_on_workers(transport, plan.run_id)
-                noticed = out.failure_seen_at - f.ended_at
-                tear_rows.append((noticed, out.teardown_latency, out.teardown["elapsed"], left))
+                left = left_on_workers(sl, out["run_id"])
+                noticed = out["failure_seen_at"] - f["ended_at"]
+                tear_rows.append((noticed, out["teardown_latency"], out["teardown"]["elapsed"], left))
                 print(
                     f"  teardown {i}: process {victim} SIGKILLed; noticed after {ms(noticed)}, every process "
-                    f"gone after {ms(out.teardown_latency)} (stop fan-out {ms(out.teardown['elapsed'])}), "
+                    f"gone after {ms(out['teardown_latency'])} (stop fan-out {ms(out['teardown']['elapsed'])}), "
                     f"processes left: {left}"
                 )
+        finally:
+            shutil.rmtree(code, ignore_errors=True)
 
         med = statistics.median
-        print(f"\nworkers: {args.workers}, repeats: {args.repeat} (medians, max)")
+        print(f"\nworkers: {sl.workers}, repeats: {args.repeat} (medians, max)")
         print(
             f"  start skew (release)          {ms(med(r[0] for r in start_rows))}  "
             f"max {ms(max(r[0] for r in start_rows))}"
@@ -160,7 +150,7 @@ def main() -> None:
             f"max {ms(max(r[1] for r in start_rows))}"
         )
         print(f"  ready (imports done) after    {med(r[2] for r in start_rows):7.2f} s")
-        print(f"  whole launch (3 steps)        {med(r[3] for r in start_rows):7.2f} s")
+        print(f"  whole orch launch (3 steps)   {med(r[3] for r in start_rows):7.2f} s")
         print(
             f"  failure noticed after         {ms(med(r[0] for r in tear_rows))}  "
             f"max {ms(max(r[0] for r in tear_rows))}"
@@ -170,9 +160,6 @@ def main() -> None:
             f"max {ms(max(r[1] for r in tear_rows))}"
         )
         print(f"  processes left after teardown {max(r[3] for r in tear_rows)}")
-    finally:
-        sandbox.down(args.dir)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
