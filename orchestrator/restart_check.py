@@ -44,6 +44,7 @@ from orchestrator import cache as cache_mod
 from orchestrator import launch, runs
 from orchestrator.errors import ConfigError, OrchError
 from orchestrator.fleet import Fleet, WorkerRef
+from orchestrator.launch.timing import LaunchTiming
 from orchestrator.transport import Result, Transport
 
 SCHEMA_VERSION = 1
@@ -70,11 +71,7 @@ class LaunchOptions(TypedDict, total=False):
 
     reclaim: bool
     detach: bool
-    grace: float
-    failure_grace: float
-    start_timeout: float
-    lost_after: float
-    release_margin: float
+    timing: LaunchTiming
 
 
 def _quiet(_text: str) -> None:
