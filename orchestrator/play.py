@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hostside.files import write_atomic
 from orchestrator.errors import ConfigError
 from orchestrator.yamlsrc import Located, did_you_mean, load
 
@@ -531,10 +532,7 @@ def _previous_run_ids(playbook: Playbook, runs_dir: Path) -> dict[str, str]:
 def _write_record(ladder: Ladder, runs_dir: Path) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(ladder.started))
     path = runs_dir / "ladders" / f"{ladder.playbook.name}-{stamp}-{os.getpid()}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(ladder.to_dict(), indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(ladder.to_dict(), indent=2) + "\n")
     return path
 
 

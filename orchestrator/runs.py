@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hostside.files import write_atomic
 from orchestrator.errors import OrchError
 from orchestrator.launch.plan import LaunchPlan
 from orchestrator.yamlsrc import did_you_mean
@@ -44,10 +45,7 @@ def runs_root() -> Path:
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
 
 
 @dataclass

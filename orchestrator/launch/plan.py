@@ -22,11 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from hostside import redact
+from hostside.folklore import FOLKLORE_VARS
+from hostside.frontends import bundle_frontends
 from hostside.layout import Layout
+from hostside.pins import project_name
 from orchestrator.cache import describe as describe_cache
 from orchestrator.cache import launch_cache
 from orchestrator.errors import ConfigError, LaunchError
-from orchestrator.fleet import FOLKLORE_VARS, Fleet
+from orchestrator.fleet import Fleet
 from orchestrator.launch.timing import DEFAULT_GRACE, DEFAULT_START_TIMEOUT
 from orchestrator.policy import runtime_policy
 
@@ -280,20 +283,8 @@ def parse_target(argv: Sequence[str]) -> Target:
     return Target(kind="script", path=argv[0], module=None, args=tuple(argv[1:]))
 
 
-def bundle_frontends(pins: Sequence[str]) -> tuple[str, ...]:
-    """Frontends a bundle carries, in start-up order (torch_xla's main path before jax)."""
-    names = {re.split(r"[\[=<>!~ ]", pin, maxsplit=1)[0].lower().replace("_", "-") for pin in pins}
-    out = []
-    if "torch-xla" in names:
-        out.append("torch_xla")
-    elif "torch" in names:
-        out.append("torch")
-    if "jax" in names:
-        out.append("jax")
-    return tuple(out)
-
-
 def startup_contract(frontends: Sequence[str], platform: str) -> tuple[ContractStep, ...]:
+    """The steps the launcher takes before user code, per frontend (torch_tpu needs none beyond its import)."""
     steps = []
     for frontend in frontends:
         if frontend == "torch_xla":
@@ -391,7 +382,7 @@ def plan_launch(
         bundle=lane_model.bundle,
         platform=lane_model.platform,
         profile=lane_model.runtime,
-        distributions=tuple(re.split(r"[\[=<>!~ ]", pin, maxsplit=1)[0] for pin in bundle.pins),
+        distributions=tuple(project_name(pin) for pin in bundle.pins),
         frontends=frontends,
         contract=startup_contract(frontends, lane_model.platform),
         target=target,

@@ -18,11 +18,9 @@ from pathlib import Path
 from typing import Protocol
 
 from hostside.files import write_atomic
+from hostside.rundir import RECORD_FILE
 from orchestrator.receipts.schema import Doc
 
-# The receipt's file name in a run directory. The same file as hostside's
-# `RECORD_FILE` (hostside/launch_proc.py): this is the controller's one copy of the name.
-RECORD_FILE = "record.json"
 GATHER_FILE = "gather.json"
 
 

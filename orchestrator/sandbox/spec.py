@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hostside.folklore import FOLKLORE_VARS
 from orchestrator.errors import SandboxError
 
 SLICE = "slice"
@@ -62,7 +63,7 @@ BUNDLES: dict[str, SandboxBundle] = {
     ),
 }
 PLATFORMS = ("cpu", "tpu")
-FORBIDDEN_VARS = ("XLA_USE_BF16", "XLA_USE_SPMD")
+FORBIDDEN_VARS = tuple(FOLKLORE_VARS)
 RUNTIME_PROFILES: dict[str, dict[str, str]] = {
     "cpu": {"JAX_PLATFORMS": "cpu", "PJRT_DEVICE": "CPU"},
     "tpu": {"PJRT_DEVICE": "TPU"},
