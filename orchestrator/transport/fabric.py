@@ -1,16 +1,10 @@
-"""The transport seam: run, put, get, close and fan-out, over SSH (Fabric/paramiko).
+"""The real Transport over SSH (Fabric/paramiko): run, put, get, close and fan-out.
 
-`Transport` is the protocol orch's logic talks to workers through;
-`FabricTransport` is the real implementation (tests of logic use a scripted
-fake, tests of capabilities use real sshd on the local slice). Every call
-returns one frozen `Result` per worker and never stops at the first failure.
-
-Host keys are checked strictly by default: Fabric's own default is
-paramiko's AutoAddPolicy with no known_hosts loaded, so we replace the
-policy and load the right known_hosts on every connection, including every
-ProxyJump hop (Fabric would build those itself, unchecked). Remote commands
-are argument lists, turned into a command line in exactly one place
-(`command_line`).
+`FabricTransport` keeps one reused connection per worker, runs commands in a
+thread pool, and turns every failure into that worker's `Result`. Every
+connection, including every ProxyJump hop, is checked against known_hosts by
+`hostkeys._HostKeyPolicy`; a command the client gave up on is ended on the
+worker by `ending.end_task`.
 """
 
 from __future__ import annotations
@@ -19,19 +13,20 @@ import io
 import logging
 import os
 import secrets
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol, Self
+from typing import IO, Any, Self
 
-from orchestrator.errors import HostKeyError, OrchError
+from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
+from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
+from orchestrator.transport.failures import _sftp_refusal, classify_exception
+from orchestrator.transport.hostkeys import _HostKeyPolicy
+from orchestrator.transport.protocol import LineCallback, LocalPath, LocalSource, Result, command_line, source_name
 
-TAIL_LINES = 20
 # paramiko logs connection failures itself (e.g. "Exception (client): Error
 # reading SSH protocol banner"); we report them per host instead.
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)
@@ -51,158 +46,6 @@ KEEPALIVE_INTERVAL = 15
 # ack, stat, close) in well under a second, so this long without a byte
 # means the worker is hung (SIGSTOPped, stalled kernel, dead link).
 TRANSFER_IDLE_TIMEOUT = 30.0
-# The remote `timeout` sends KILL this long after TERM to a command that ignores TERM.
-KILL_AFTER = 3
-# A command run with `end_on_timeout` carries `ORCH_TASK=<token>` in its
-# `timeout` wrapper's arguments, so the controller can find it again on the
-# worker and end its process group and session when the client gave up first.
-TASK_TAG = "ORCH_TASK"
-# Seconds the controller spends ending such a command (TERM, KILL, confirm)
-# before it reports the command as still being ended.
-ENDING_TIMEOUT = 5.0
-
-# Where a copy reads from: a local path or an open binary file object.
-LocalSource = str | os.PathLike[str] | IO[bytes]
-LocalPath = str | os.PathLike[str]
-LineCallback = Callable[[str, str, str], None]  # (host, "stdout"|"stderr", line)
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one remote operation did on one worker."""
-
-    host: str
-    argv: tuple[str, ...]
-    exit_code: int | None
-    stdout: str = ""
-    stderr: str = ""
-    elapsed: float = 0.0
-    error: str | None = None  # transport-level failure, when there is no exit code
-    # "timeout", "connect", "host-key", "auth": the worker could not be talked to;
-    # "remote": it answered with an error (e.g. SFTP: disk full, no such directory);
-    # "local": the controller's side failed (e.g. the local file is missing).
-    error_kind: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.exit_code == 0
-
-    @property
-    def failed(self) -> bool:
-        return not self.ok
-
-    def tail(self, stream: str = "stderr", lines: int = TAIL_LINES) -> str:
-        text = self.stderr if stream == "stderr" else self.stdout
-        return "\n".join(text.rstrip("\n").splitlines()[-lines:])
-
-    def describe(self) -> str:
-        """One line for a summary: why this host failed (or 'ok')."""
-        if self.ok:
-            return "ok"
-        if self.error:
-            return self.error
-        last = self.tail("stderr", 1) or self.tail("stdout", 1)
-        return f"exit {self.exit_code}" + (f": {last}" if last else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "argv": list(self.argv),
-            "ok": self.ok,
-            "exit_code": self.exit_code,
-            "stdout_tail": self.tail("stdout"),
-            "stderr_tail": self.tail("stderr"),
-            "elapsed": round(self.elapsed, 3),
-            "error": self.error,
-            "error_kind": self.error_kind,
-        }
-
-
-def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    """The one place an argument list becomes a remote command line."""
-    argv = [str(a) for a in argv]
-    if not argv:
-        raise OrchError("empty remote command")
-    if env:
-        argv = ["env", *[f"{k}={v}" for k, v in env.items()], *argv]
-    return shlex.join(argv)
-
-
-class Transport(Protocol):
-    """How orch's logic talks to workers: run, put, get, close, and fan-out over them.
-
-    Every method returns a `Result` per worker (a fan-out: a dict in the order
-    asked, one entry per worker) and never raises for one worker's failure.
-    `FabricTransport` is the real one; `tests/fakes.py` holds a scripted fake.
-    """
-
-    @property
-    def workers(self) -> Mapping[str, WorkerRef]:
-        """The workers this transport reaches, by name, in fleet order."""
-        ...
-
-    @property
-    def memo(self) -> dict[str, Any]:
-        """Per-transport caches of callers (e.g. which workers already have hostside)."""
-        ...
-
-    def run_one(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        on_line: LineCallback | None = None,
-        end_on_timeout: bool = False,
-    ) -> Result:
-        """Run one command (an argument list) on one worker."""
-        ...
-
-    def run(
-        self,
-        argv: Sequence[str],
-        hosts: Iterable[str] | None = None,
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        on_line: LineCallback | None = None,
-        end_on_timeout: bool = False,
-    ) -> dict[str, Result]:
-        """Run the same command on many workers (default: all) in parallel."""
-        ...
-
-    def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
-        """Copy a local file (or binary file object) to `remote` on one worker."""
-        ...
-
-    def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
-        """Copy one local file (or binary file object) to `remote` on many workers."""
-        ...
-
-    def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
-        """Copy `remote` from one worker to a local path."""
-        ...
-
-    def get(
-        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
-    ) -> dict[str, Result]:
-        """Copy `remote` from many workers, each to the local path `local_for(worker)`."""
-        ...
-
-    def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
-        """Apply `fn` to each worker in parallel; an exception in `fn` becomes that worker's failed Result."""
-        ...
-
-    def close(self) -> None:
-        """Close every connection."""
-        ...
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(self, *exc: object) -> None: ...
 
 
 class _LineWriter(io.TextIOBase):
@@ -239,40 +82,6 @@ def _remote_runner_class() -> type:
             return input_.read(1 << 16)
 
     return ChunkedStdinRemote
-
-
-class _HostKeyPolicy:
-    """Refuse unknown keys (strict) or record them (accept-new); never auto-add silently."""
-
-    def __init__(self, transport: FabricTransport, worker: WorkerRef, role: str = "") -> None:
-        self.transport = transport
-        self.worker = worker
-        self.role = role  # "jump host " for a ProxyJump hop on the way to `worker`
-
-    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:  # paramiko's policy interface
-        t = self.transport
-        fingerprint = key.fingerprint
-        if t.host_key_policy == "accept-new" and t.known_hosts_path is not None:
-            with t._known_hosts_lock:
-                t.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
-                with open(t.known_hosts_path, "a") as fh:
-                    fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-            t.accepted_keys.append((self.worker.name, hostname, fingerprint))
-            return
-        raise HostKeyError(
-            f"host key for {self.role}{hostname} is not in {t.known_hosts_display} ({key.get_name()} {fingerprint}); "
-            "refusing to connect",
-            host=self.worker.name,
-            hint=f"verify that fingerprint out of band, then add it: {_keyscan_fix(hostname, t.known_hosts_display)}"
-            " (or run once with --host-key-policy accept-new)",
-        )
-
-
-def _keyscan_fix(known_name: str, known_hosts: str) -> str:
-    host, port = known_name, "22"
-    if known_name.startswith("["):
-        host, port = known_name[1:].split("]:")
-    return f"ssh-keyscan -p {port} {shlex.quote(host)} >> {shlex.quote(known_hosts)}"
 
 
 class FabricTransport:
@@ -514,7 +323,7 @@ class FabricTransport:
         except CommandTimedOut as exc:
             # The client gave up first (the remote `timeout` may not have acted
             # yet, e.g. the command started late on a loaded worker).
-            ending = self._end_task(conn, tag) if tag is not None else ""
+            ending = end_task(conn, tag) if tag is not None else ""
             self._drop(name)
             return Result(
                 host=name,
@@ -547,40 +356,6 @@ class FabricTransport:
         return Result(
             host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout, stderr=res.stderr, elapsed=elapsed
         )
-
-    def _end_task(self, conn: Any, tag: str) -> str:
-        """End the command tagged `tag` on the connection's worker; the report's suffix.
-
-        Runs on the worker's existing connection (a healthy worker answers in
-        milliseconds), in a thread given `ENDING_TIMEOUT`: a hung worker is
-        reported as still ending the command, and its connection is dropped
-        (which ends the attempt) by the caller.
-        """
-        outcome: dict[str, Any] = {}
-        # The tag travels as two arguments, so this command's own line never carries it whole.
-        line = command_line(["sh", "-c", _END_TASK, "orch-end", TASK_TAG, tag, "10", "10"])
-
-        def attempt() -> None:
-            try:
-                outcome["result"] = conn.run(
-                    line, hide=True, warn=True, pty=False, in_stream=False, timeout=ENDING_TIMEOUT
-                )
-            except Exception as exc:
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=attempt, name="orch-end-task", daemon=True)
-        worker.start()
-        worker.join(ENDING_TIMEOUT)
-        res = outcome.get("result")
-        if res is not None and res.exited == 0:
-            return "; ended on the worker"
-        if res is not None:
-            why = (res.stdout.strip() or res.stderr.strip() or f"exit {res.exited}").splitlines()[-1]
-        elif "error" in outcome:
-            why = f"{outcome['error'].__class__.__name__}: {outcome['error']}"
-        else:
-            why = f"no answer within {ENDING_TIMEOUT:g}s"
-        return f"; still being ended on the worker (its timeout wrapper kills it within {KILL_AFTER}s; {why})"
 
     def run(
         self,
@@ -713,13 +488,6 @@ class FabricTransport:
         return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
 
 
-def source_name(local: LocalSource) -> str:
-    """How a put names its source: the path, or a file object's name."""
-    if isinstance(local, (str, os.PathLike)):
-        return os.fspath(local)
-    return str(getattr(local, "name", "<stream>"))
-
-
 def _chain(conn: Any) -> list[Any]:
     """`conn` and the Connections of its ProxyJump hops, target first."""
     out: list[Any] = []
@@ -737,105 +505,6 @@ def _close_chain(conn: Any) -> None:
             pass
 
 
-def _sftp_refusal(exc: BaseException) -> str | None:
-    """The SFTP server's own error for a request it refused, or None if it did not refuse one.
-
-    paramiko raises the server's status replies (no such file, permission
-    denied, the generic "Failure" of a full disk) as IOError/OSError, the same
-    types as a broken socket; only where they were raised tells them apart.
-    """
-    import paramiko
-
-    if isinstance(exc, paramiko.SFTPError):
-        return str(exc)
-    if isinstance(exc, OSError) and str(exc).startswith("size mismatch in put"):
-        return f"{exc} (the worker stored fewer bytes than were sent: disk full?)"
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name == "_convert_status" and code.co_filename.endswith("sftp_client.py"):
-            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            if text.strip().lower() == "failure":
-                return "Failure (the SFTP server gives no detail; usually a full disk or quota)"
-            return text
-        tb = tb.tb_next
-    return None
-
-
-def classify_exception(exc: BaseException, transport: FabricTransport, name: str) -> tuple[str, str]:
-    """(error_kind, human text) for an exception raised while talking to a worker."""
-    import socket
-
-    import paramiko
-
-    w = transport.workers.get(name)
-    target = f"{w.host}:{w.port or 22}" if w else name
-    if isinstance(exc, HostKeyError):
-        return "host-key", f"{exc.message} -- {exc.hint}"
-    if isinstance(exc, paramiko.BadHostKeyException):
-        known = exc.hostname
-        return "host-key", (
-            f"HOST KEY CHANGED for {known}: known_hosts has {exc.expected_key.get_name()} "
-            f"{exc.expected_key.fingerprint}, the worker offered {exc.key.get_name()} {exc.key.fingerprint}; "
-            f"refusing to connect -- if the worker was really rebuilt, remove the old key: "
-            f"ssh-keygen -f {shlex.quote(transport.known_hosts_display)} -R {shlex.quote(known)}"
-        )
-    if isinstance(exc, paramiko.AuthenticationException):
-        return "auth", f"authentication failed for {w.user if w and w.user else 'the ssh user'}@{target}: {exc}"
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return "timeout", f"connect to {target} timed out after {transport.connect_timeout:g}s"
-    if isinstance(exc, paramiko.SSHException) and (
-        "banner" in str(exc).lower() or "no existing session" in str(exc).lower()
-    ):
-        return "timeout", (
-            f"no SSH banner from {target} within {transport.connect_timeout:g}s (host hung or overloaded)"
-        )
-    if isinstance(exc, paramiko.SSHException) and "timeout opening channel" in str(exc).lower():
-        return "timeout", (
-            f"{target} opened no SSH channel within {transport.connect_timeout:g}s (host hung or overloaded)"
-        )
-    if isinstance(exc, (ConnectionRefusedError,)):
-        return "connect", f"connection to {target} refused (sshd not running?)"
-    if isinstance(exc, (OSError, paramiko.SSHException, EOFError)):
-        return "connect", f"cannot reach {target}: {exc.__class__.__name__}: {exc}"
-    if isinstance(exc, OrchError):
-        return "local", str(exc)
-    return "local", f"{exc.__class__.__name__}: {exc}"
-
-
 def for_fleet(fleet: Fleet, workers: Iterable[WorkerRef], **overrides: Any) -> FabricTransport:
     """A FabricTransport for some of a fleet's workers, with the fleet's SSH settings."""
     return FabricTransport(workers, fleet.model.ssh, base_dir=fleet.base_dir, **overrides)
-
-
-# Ends the process group, and the ssh session, of the command whose `timeout`
-# wrapper carries the tag "$1=$2": TERM, KILL after $3 polls, gone within $4
-# more (a poll is at least 0.1 s). Zombies are gone already. Prints "ended"
-# (exit 0) or what is left (exit 1). The session counts when the wrapper, or
-# the shell sshd started for it, leads it (sshd gives every command its own).
-_END_TASK = r"""
-set -u
-tag="$1=$2" term_polls=$3 kill_polls=$4
-table() { ps -ww -eo pid=,ppid=,pgid=,sid=,stat=,args=; }
-ids=$(table | TAG="$tag" awk '
-    $5 !~ /^Z/ && index($0, ENVIRON["TAG"]) {
-        print "g" $3
-        if ($4 == $1 || $4 == $2) print "s" $4
-    }')
-members() {
-    table | IDS="$ids" awk '
-        BEGIN { n = split(ENVIRON["IDS"], a); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-        $5 !~ /^Z/ && (("g" $3) in want || ("s" $4) in want) { print $1 }'
-}
-[ -n "$ids" ] || { echo ended; exit 0; }
-pids=$(members)
-[ -z "$pids" ] || kill -TERM $pids 2>/dev/null
-i=0
-while pids=$(members); [ -n "$pids" ]; do
-    i=$((i + 1))
-    [ "$i" -ne "$term_polls" ] || kill -KILL $pids 2>/dev/null
-    [ "$i" -lt $((term_polls + kill_polls)) ] || { echo "left:" $pids; exit 1; }
-    sleep 0.1
-done
-echo ended
-"""

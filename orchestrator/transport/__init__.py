@@ -1,0 +1,54 @@
+"""The transport seam: run, put, get, close and fan-out, over SSH (Fabric/paramiko).
+
+One concept per module: `protocol` (the Transport protocol, the frozen Result,
+command lines), `fabric` (FabricTransport, the real one), `hostkeys` (strict
+or accept-new known_hosts checks, every ProxyJump hop included), `failures`
+(exceptions as error kinds), `ending` (ending a timed-out command on the
+worker). Callers import from here.
+"""
+
+from __future__ import annotations
+
+from orchestrator.transport.ending import ENDING_TIMEOUT, KILL_AFTER, TASK_TAG
+from orchestrator.transport.fabric import (
+    CLIENT_GRACE,
+    KEEPALIVE_INTERVAL,
+    TIMEOUT_SLACK,
+    TRANSFER_IDLE_TIMEOUT,
+    FabricTransport,
+    for_fleet,
+)
+from orchestrator.transport.failures import classify_exception
+from orchestrator.transport.hostkeys import _HostKeyPolicy
+from orchestrator.transport.protocol import (
+    TAIL_LINES,
+    LineCallback,
+    LocalPath,
+    LocalSource,
+    Result,
+    Transport,
+    command_line,
+    source_name,
+)
+
+__all__ = [
+    "CLIENT_GRACE",
+    "ENDING_TIMEOUT",
+    "KEEPALIVE_INTERVAL",
+    "KILL_AFTER",
+    "TAIL_LINES",
+    "TASK_TAG",
+    "TIMEOUT_SLACK",
+    "TRANSFER_IDLE_TIMEOUT",
+    "FabricTransport",
+    "LineCallback",
+    "LocalPath",
+    "LocalSource",
+    "Result",
+    "Transport",
+    "_HostKeyPolicy",
+    "classify_exception",
+    "command_line",
+    "for_fleet",
+    "source_name",
+]

@@ -1,0 +1,171 @@
+"""The Transport protocol and the frozen Result every remote operation returns.
+
+`Transport` is the protocol orch's logic talks to workers through (the real
+one is `FabricTransport`; tests of logic use a scripted fake). Every call
+returns one frozen `Result` per worker and never stops at the first failure.
+Remote commands are argument lists, turned into a command line in exactly one
+place (`command_line`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Protocol, Self
+
+from orchestrator.errors import OrchError
+from orchestrator.fleet import WorkerRef
+
+TAIL_LINES = 20
+
+# Where a copy reads from: a local path or an open binary file object.
+LocalSource = str | os.PathLike[str] | IO[bytes]
+LocalPath = str | os.PathLike[str]
+LineCallback = Callable[[str, str, str], None]  # (host, "stdout"|"stderr", line)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one remote operation did on one worker."""
+
+    host: str
+    argv: tuple[str, ...]
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    elapsed: float = 0.0
+    error: str | None = None  # transport-level failure, when there is no exit code
+    # "timeout", "connect", "host-key", "auth": the worker could not be talked to;
+    # "remote": it answered with an error (e.g. SFTP: disk full, no such directory);
+    # "local": the controller's side failed (e.g. the local file is missing).
+    error_kind: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok
+
+    def tail(self, stream: str = "stderr", lines: int = TAIL_LINES) -> str:
+        text = self.stderr if stream == "stderr" else self.stdout
+        return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+    def describe(self) -> str:
+        """One line for a summary: why this host failed (or 'ok')."""
+        if self.ok:
+            return "ok"
+        if self.error:
+            return self.error
+        last = self.tail("stderr", 1) or self.tail("stdout", 1)
+        return f"exit {self.exit_code}" + (f": {last}" if last else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "argv": list(self.argv),
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "stdout_tail": self.tail("stdout"),
+            "stderr_tail": self.tail("stderr"),
+            "elapsed": round(self.elapsed, 3),
+            "error": self.error,
+            "error_kind": self.error_kind,
+        }
+
+
+def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The one place an argument list becomes a remote command line."""
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise OrchError("empty remote command")
+    if env:
+        argv = ["env", *[f"{k}={v}" for k, v in env.items()], *argv]
+    return shlex.join(argv)
+
+
+def source_name(local: LocalSource) -> str:
+    """How a put names its source: the path, or a file object's name."""
+    if isinstance(local, (str, os.PathLike)):
+        return os.fspath(local)
+    return str(getattr(local, "name", "<stream>"))
+
+
+class Transport(Protocol):
+    """How orch's logic talks to workers: run, put, get, close, and fan-out over them.
+
+    Every method returns a `Result` per worker (a fan-out: a dict in the order
+    asked, one entry per worker) and never raises for one worker's failure.
+    `FabricTransport` is the real one; `tests/fakes.py` holds a scripted fake.
+    """
+
+    @property
+    def workers(self) -> Mapping[str, WorkerRef]:
+        """The workers this transport reaches, by name, in fleet order."""
+        ...
+
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Per-transport caches of callers (e.g. which workers already have hostside)."""
+        ...
+
+    def run_one(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> Result:
+        """Run one command (an argument list) on one worker."""
+        ...
+
+    def run(
+        self,
+        argv: Sequence[str],
+        hosts: Iterable[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> dict[str, Result]:
+        """Run the same command on many workers (default: all) in parallel."""
+        ...
+
+    def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
+        """Copy a local file (or binary file object) to `remote` on one worker."""
+        ...
+
+    def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Copy one local file (or binary file object) to `remote` on many workers."""
+        ...
+
+    def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
+        """Copy `remote` from one worker to a local path."""
+        ...
+
+    def get(
+        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
+    ) -> dict[str, Result]:
+        """Copy `remote` from many workers, each to the local path `local_for(worker)`."""
+        ...
+
+    def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Apply `fn` to each worker in parallel; an exception in `fn` becomes that worker's failed Result."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
