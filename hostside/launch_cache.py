@@ -47,6 +47,11 @@ Run as a job (`python3 -m hostside.launch_cache VERB --request JSON`):
     status   every bundle's caches under a lane directory: entries, bytes,
              last write, and the writer lease's state
     clear    remove them (a cache whose writer lease is live is refused)
+
+This module keeps the launcher's entry points (init, close) and the job's
+command line; the pieces live by concept in hostside.cache_lease (the writer
+lease), hostside.cache_evidence (entries on disk, the frontends' counters)
+and hostside.cache_jobs (status and clear).
 """
 
 from __future__ import annotations
@@ -54,293 +59,72 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
-import shutil
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from hostside import SCHEMA_VERSION, lease, procfs, receipt_facts
+from hostside import SCHEMA_VERSION, procfs, receipt_facts
+from hostside.cache_evidence import (
+    ENTRY_SUFFIX,
+    FRONTENDS,
+    JAX_COMPILE,
+    JAX_HITS,
+    JAX_MISSES,
+    JAX_REQUESTS,
+    JAX_RETRIEVAL,
+    JAX_SAVED,
+    JAX_USING,
+    JaxEvidence,
+    count_entries,
+    torch_xla_evidence,
+)
+from hostside.cache_jobs import CHECKS_DIR, _lease_view, clear, status
+from hostside.cache_lease import (
+    LEASE_ATTEMPTS,
+    LEASE_FIELDS,
+    LEASE_FILE,
+    CacheRefusal,
+    Lease,
+    describe_holder,
+    judge_lease,
+)
 
-FRONTENDS = ("jax", "torch_xla")
-LEASE_FILE = "writer.lease"
-CHECKS_DIR = ".checks"
+__all__ = [
+    "BUNDLE_PLACEHOLDER",
+    "CHECKS_DIR",
+    "ENTRY_SUFFIX",
+    "FRONTENDS",
+    "JAX_COMPILE",
+    "JAX_HITS",
+    "JAX_MISSES",
+    "JAX_REQUESTS",
+    "JAX_RETRIEVAL",
+    "JAX_SAVED",
+    "JAX_USING",
+    "LEASE_ATTEMPTS",
+    "LEASE_FIELDS",
+    "LEASE_FILE",
+    "CacheRefusal",
+    "JaxEvidence",
+    "Lease",
+    "RecordLike",
+    "Session",
+    "_lease_view",
+    "_stop_writing",
+    "bundle_id_of_this_python",
+    "clear",
+    "close",
+    "count_entries",
+    "describe_holder",
+    "init",
+    "judge_lease",
+    "main",
+    "status",
+    "torch_xla_evidence",
+]
+
 BUNDLE_PLACEHOLDER = "{bundle_id}"
-# What counts as one cache entry on disk, per frontend: jax writes `<key>-cache`
-# (and `<key>-atime` beside it); torch_xla one file per graph hash (named by
-# the hash alone in 2.9, `<hash>.bin` in some older lines): every visible file.
-ENTRY_SUFFIX = {"jax": "-cache", "torch_xla": None}
-LEASE_ATTEMPTS = 6
-# The writer lease is a heartbeat lease (hostside.lease) with these field names on disk.
-LEASE_FIELDS = lease.Fields(token="nonce", heartbeat="heartbeat_at")
-
-JAX_HITS = "/jax/compilation_cache/cache_hits"
-JAX_MISSES = "/jax/compilation_cache/cache_misses"
-JAX_REQUESTS = "/jax/compilation_cache/compile_requests_use_cache"
-JAX_USING = "/jax/compilation_cache/tasks_using_cache"
-JAX_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
-JAX_RETRIEVAL = "/jax/compilation_cache/cache_retrieval_time_sec"
-JAX_COMPILE = "/jax/core/compile/backend_compile_duration"
-
-
-class CacheRefusal(Exception):
-    """The cache policy cannot be applied: the launcher must not start the user code."""
-
-
-# ---------------------------------------------------------------------------
-# Entries on disk
-
-
-def count_entries(path: str | None, frontend: str) -> dict[str, Any]:
-    """{path, exists, entries, bytes, last_write} of one frontend's cache directory."""
-    exists = bool(path) and os.path.isdir(str(path))
-    out: dict[str, Any] = {"path": path, "exists": exists, "entries": 0, "bytes": 0, "last_write": None}
-    if not path or not exists:
-        return out
-    suffix = ENTRY_SUFFIX.get(frontend)
-    last: float | None = None
-    entries = size = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                st = os.stat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            size += st.st_size
-            last = st.st_mtime if last is None else max(last, st.st_mtime)
-            if (suffix and name.endswith(suffix)) or (not suffix and not name.startswith(".")):
-                entries += 1
-    out.update(entries=entries, bytes=size, last_write=last)
-    return out
-
-
-# ---------------------------------------------------------------------------
-# The writer lease
-
-
-def judge_lease(
-    reading: lease.Reading, *, now: float, hostname: str, ttl: float, alive: Callable[..., bool] = procfs.alive
-) -> tuple[str, str]:
-    """("none" | "live" | "stale", why) for a writer lease as read.
-
-    On the holder's own host the holder's pid decides (a killed holder is
-    stale at once); elsewhere only the heartbeat can (hostside.lease.judge),
-    so a lease is stale when it has not been rewritten for `ttl` seconds. An
-    unreadable lease is stale.
-    """
-    if reading.state == "absent":
-        return "none", "no writer lease"
-    if reading.state == "held":
-        holder = _holder_of(reading)
-        pid, start = holder.get("pid"), holder.get("starttime")
-        pid = pid if isinstance(pid, int) else None
-        start = start if isinstance(start, int) else None
-        if holder.get("hostname") == hostname and not alive(pid, start):
-            return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
-    verdict = lease.judge(reading, now=now, ttl=ttl, unreadable="stale")
-    return verdict.state, verdict.reason
-
-
-def _holder_of(reading: lease.Reading) -> dict[str, Any]:
-    holder = reading.doc.get("holder")
-    return holder if isinstance(holder, dict) else {}
-
-
-def describe_holder(holder: dict[str, Any]) -> str:
-    """Who holds a writer lease, for messages."""
-    return (
-        f"{holder.get('worker', '?')} (host {holder.get('hostname', '?')}, pid {holder.get('pid', '?')}, "
-        f"run {holder.get('run_id', '?')}, bundle {holder.get('bundle_id', '?')})"
-    )
-
-
-class Lease:
-    """The single writer's lease on one cache directory (a hostside.lease), with its heartbeat thread."""
-
-    def __init__(self, path: str, holder: dict[str, Any], *, ttl: float, interval: float):
-        self.path = path
-        self.holder = holder
-        self.ttl = ttl
-        self.interval = interval
-        self.nonce = secrets.token_hex(8)
-        self.acquired: str | None = None  # "new" | "reclaimed"
-        self.reclaimed_from: dict[str, Any] | None = None  # the previous holder and why it was reclaimed
-        self.state = "unheld"  # held | released | lost
-        self.lost_reason: str | None = None
-        self.heartbeats = 0
-        self.on_lost: Callable[[Lease], None] | None = None  # called once (heartbeat thread) when lost
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _doc(self, now: float) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "cache-writer-lease",
-            "nonce": self.nonce,
-            "holder": self.holder,
-            "acquired_at": now,
-            "heartbeat_at": now,
-            "heartbeat_interval": self.interval,
-            "ttl": self.ttl,
-        }
-
-    def acquire(self) -> None:
-        """Take the lease, reclaiming an abandoned one; CacheRefusal while another writer's is live."""
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        hostname = socket.gethostname()
-        for _ in range(LEASE_ATTEMPTS):
-            if lease.create(self.path, self._doc(time.time())):
-                self.acquired = "reclaimed" if self.reclaimed_from else "new"
-                self.state = "held"
-                return
-            current = lease.read(self.path, LEASE_FIELDS)
-            if current.state == "absent":
-                continue  # released in between
-            state, why = judge_lease(current, now=time.time(), hostname=hostname, ttl=self.ttl)
-            if state == "live":
-                holder = _holder_of(current)
-                raise CacheRefusal(
-                    f"the compilation cache {os.path.dirname(self.path)} already has a live writer: "
-                    f"{describe_holder(holder)}, {why}. A second writer is refused; wait for that run to end "
-                    f"or stop it (orch stop {holder.get('run_id', 'RUN')})"
-                )
-            if not lease.remove_stale(self.path, LEASE_FIELDS, current, self.nonce):
-                continue  # someone else's fresh lease, or already gone: look again
-            self.reclaimed_from = {**_holder_of(current), "reason": why, "heartbeat_at": current.heartbeat}
-        raise CacheRefusal(
-            f"could not take the writer lease {self.path} after {LEASE_ATTEMPTS} attempts "
-            "(other writers keep taking it)"
-        )
-
-    def start(self) -> None:
-        """Start the heartbeat thread."""
-        self._thread = threading.Thread(target=self._beat, name="orch-cache-lease", daemon=True)
-        self._thread.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.beat():
-                if self.on_lost is not None:
-                    try:
-                        self.on_lost(self)
-                    except Exception as exc:  # the heartbeat thread must not die noisily
-                        self.lost_reason = f"{self.lost_reason}; stopping writes failed: {exc}"
-                return
-
-    def beat(self) -> bool:
-        """Rewrite the heartbeat if the lease is still ours; False once it is not."""
-        try:
-            current = lease.refresh(
-                self.path, LEASE_FIELDS, self.nonce, now=time.time(), extra={"heartbeats": self.heartbeats + 1}
-            )
-        except OSError as exc:
-            self.lost_reason = f"heartbeat failed: {exc}"
-            return True
-        if current.state == "unreadable":
-            return True  # unreadable for a moment: look again at the next beat
-        if not current.is_ours(self.nonce):
-            self.state = "lost"
-            self.lost_reason = (
-                "the lease file was removed"
-                if current.state == "absent"
-                else f"taken over by {describe_holder(_holder_of(current))}"
-            )
-            return False
-        self.heartbeats += 1
-        return True
-
-    def release(self) -> None:
-        """Stop the heartbeat and remove the lease if it is still ours."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2 * self.interval + 1)
-        if self.state != "held":
-            return
-        if lease.release(self.path, LEASE_FIELDS, self.nonce):
-            self.state = "released"
-        else:
-            self.state = "lost"
-            self.lost_reason = self.lost_reason or "the lease was not ours any more at exit"
-
-    def summary(self) -> dict[str, Any]:
-        """The lease as the process's record shows it."""
-        return {
-            "path": self.path,
-            "state": self.state,
-            "acquired": self.acquired,
-            "holder": self.holder,
-            "reclaimed_from": self.reclaimed_from,
-            "ttl": self.ttl,
-            "heartbeat_interval": self.interval,
-            "heartbeats": self.heartbeats,
-            "lost_reason": self.lost_reason,
-        }
-
-
-# ---------------------------------------------------------------------------
-# Evidence
-
-
-class JaxEvidence:
-    """Counts JAX's compilation-cache and compile events (jax.monitoring listeners)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.counts: dict[str, int] = {}
-        self.durations: dict[str, float] = {}
-        self.duration_counts: dict[str, int] = {}
-        self.writes_refused = 0
-
-    def on_event(self, event: str, **_kwargs: Any) -> None:
-        with self.lock:
-            self.counts[event] = self.counts.get(event, 0) + 1
-
-    def on_duration(self, event: str, duration: float, **_kwargs: Any) -> None:
-        with self.lock:
-            self.durations[event] = self.durations.get(event, 0.0) + float(duration)
-            self.duration_counts[event] = self.duration_counts.get(event, 0) + 1
-
-    def summary(self) -> dict[str, Any]:
-        with self.lock:
-            c, d, n = dict(self.counts), dict(self.durations), dict(self.duration_counts)
-        hits, requests = c.get(JAX_HITS, 0), c.get(JAX_REQUESTS, 0)
-        # jax 0.10 records its `cache_misses` event when it writes an entry
-        # (compilation_cache.put_executable_and_time), so a miss here is a
-        # lookup that found nothing, and the event counts writes.
-        return {
-            "cache_hits": hits,
-            "cache_misses": max(requests - hits, 0),
-            "cache_writes": c.get(JAX_MISSES, 0),
-            "compile_time_saved_sec": round(d.get(JAX_SAVED, 0.0), 4),
-            "compile_time_sec": round(d.get(JAX_COMPILE, 0.0), 4),
-            "compiles": n.get(JAX_COMPILE, 0),
-            "cache_requests": requests,
-            "cache_used": c.get(JAX_USING, 0) > 0,
-            "cache_retrieval_time_sec": round(d.get(JAX_RETRIEVAL, 0.0), 4),
-            "writes_refused": self.writes_refused,
-        }
-
-
-def torch_xla_evidence() -> dict[str, Any]:
-    """torch_xla's persistent-cache counters and compile time (its metrics, read at exit)."""
-    import torch_xla.debug.metrics as met
-
-    def counter(name: str) -> int:
-        value = met.counter_value(name)
-        return int(value) if value else 0
-
-    data = met.metric_data("CompileTime")  # (count, accumulated nanoseconds, samples)
-    return {
-        "cache_hits": counter("PersistentCacheHit"),
-        "cache_misses": counter("PersistentCacheMiss"),
-        "compile_time_saved_sec": None,
-        "compile_time_sec": round(data[1] / 1e9, 4) if data else 0.0,
-        "compiles": int(data[0]) if data else 0,
-        "deserialize_failures": counter("PersistentCacheDeserializeFailure"),
-    }
 
 
 # ---------------------------------------------------------------------------
@@ -676,103 +460,6 @@ def _note_overrides(state: dict[str, Any]) -> None:
                 f"XLA_PERSISTENT_CACHE_PATH is {now!r} at exit: the program changed the "
                 f"lane's torch_xla cache ({state['roots']['torch_xla']})"
             )
-
-
-# ---------------------------------------------------------------------------
-# Jobs: status and clear
-
-
-def _bundle_dirs(lane_dir: str | None) -> list[str]:
-    if not lane_dir or not os.path.isdir(lane_dir):
-        return []
-    return sorted(e for e in os.listdir(lane_dir) if not e.startswith(".") and os.path.isdir(os.path.join(lane_dir, e)))
-
-
-def _lease_view(path: str, ttl: float) -> dict[str, Any]:
-    reading = lease.read(path, LEASE_FIELDS)
-    state, why = judge_lease(reading, now=time.time(), hostname=socket.gethostname(), ttl=ttl)
-    out: dict[str, Any] = {"state": state, "reason": why, "path": path}
-    if reading.state == "held":
-        out.update(
-            {
-                "holder": reading.doc.get("holder"),
-                "heartbeat_at": reading.heartbeat,
-                "acquired_at": reading.doc.get("acquired_at"),
-            }
-        )
-    return out
-
-
-def status(req: dict[str, Any]) -> dict[str, Any]:
-    lane_dir, ttl = req.get("lane_dir"), float(req.get("ttl") or 20.0)
-    active = req.get("active")
-    active_id = os.path.basename(os.path.realpath(active)) if active and os.path.exists(active) else None
-    bundles = []
-    for bundle_id in _bundle_dirs(lane_dir):
-        base = os.path.join(str(lane_dir), bundle_id)
-        bundles.append(
-            {
-                "bundle_id": bundle_id,
-                "active": bundle_id == active_id,
-                "base": base,
-                "frontends": {f: count_entries(os.path.join(base, f), f) for f in FRONTENDS},
-                "lease": _lease_view(os.path.join(base, LEASE_FILE), ttl),
-            }
-        )
-    checks_dir = req.get("checks_dir")
-    checks = sorted(os.listdir(checks_dir)) if isinstance(checks_dir, str) and os.path.isdir(checks_dir) else []
-    return {
-        "ok": True,
-        "lane_dir": lane_dir,
-        "exists": isinstance(lane_dir, str) and os.path.isdir(lane_dir),
-        "active_bundle": active_id,
-        "bundles": bundles,
-        "checks": checks,
-    }
-
-
-def _size(path: str) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
-def clear(req: dict[str, Any]) -> dict[str, Any]:
-    ttl = float(req.get("ttl") or 20.0)
-    scope_dir = req.get("scope_dir")
-    if scope_dir:
-        if f"/{CHECKS_DIR}/" not in scope_dir:
-            return {"ok": False, "error": f"refusing to remove {scope_dir}: not a restart-check directory"}
-        if not os.path.isdir(scope_dir):
-            return {"ok": True, "removed": [], "freed": 0, "refused": []}
-        freed = _size(scope_dir)
-        shutil.rmtree(scope_dir, ignore_errors=True)
-        try:
-            os.rmdir(os.path.dirname(scope_dir))  # .checks, once no check is left
-        except OSError:
-            pass
-        return {"ok": not os.path.exists(scope_dir), "removed": [scope_dir], "freed": freed, "refused": []}
-    lane_dir = req.get("lane_dir")
-    removed, refused, freed = [], [], 0
-    for bundle_id in _bundle_dirs(lane_dir):
-        base = os.path.join(str(lane_dir), bundle_id)
-        lease = _lease_view(os.path.join(base, LEASE_FILE), ttl)
-        if lease["state"] == "live":
-            refused.append(
-                f"{base}: its writer is running: {describe_holder(lease.get('holder') or {})}, {lease['reason']}"
-            )
-            continue
-        freed += _size(base)
-        shutil.rmtree(base, ignore_errors=True)
-        removed.append(base)
-    if lane_dir and os.path.isdir(lane_dir) and not os.listdir(lane_dir):
-        os.rmdir(lane_dir)
-    return {"ok": not refused, "removed": removed, "freed": freed, "refused": refused}
 
 
 def main(argv: list[str]) -> int:

@@ -30,8 +30,6 @@ ONE_CONCEPT = {
 BEING_SPLIT = {
     "orchestrator/deploy.py",
     "orchestrator/fleet.py",
-    "hostside/deploy.py",
-    "hostside/launch_cache.py",
 }
 
 

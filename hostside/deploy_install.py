@@ -1,0 +1,174 @@
+"""Installing a bundle's environment on a worker: offline from the store with uv,
+hashes required, versions verified, then marked complete; a failed install
+leaves no partial environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from typing import Any
+
+from hostside import SCHEMA_VERSION
+from hostside.deploy_lock import _lane_mutex, _LockLost, _require_lock
+from hostside.deploy_store import COMPLETE, MANIFEST, DeployFailure, _complete, _drop_corrupt
+from hostside.files import write_atomic as _write_atomic
+from hostside.layout import Layout
+
+
+def _uv(layout: Layout, uv_wheel: dict[str, Any]) -> str:
+    """The uv binary, unpacked once from its wheel in the store."""
+    tool_dir = os.path.join(layout.root, "tools", "uv-" + uv_wheel["sha256"][:16])
+    binary = os.path.join(tool_dir, "uv")
+    if os.path.exists(binary):
+        return binary
+    src = layout.wheel(uv_wheel["sha256"], uv_wheel["filename"])
+    tmp = tempfile.mkdtemp(prefix=".uv-", dir=_mkdirs(layout.root, "tools"))
+    with zipfile.ZipFile(src) as zf:
+        member = next((n for n in zf.namelist() if n.endswith(".data/scripts/uv")), None)
+        if member is None:
+            raise DeployFailure(f"{uv_wheel['filename']} has no uv binary")
+        with zf.open(member) as fh, open(os.path.join(tmp, "uv"), "wb") as out:
+            shutil.copyfileobj(fh, out)
+    os.chmod(os.path.join(tmp, "uv"), 0o755)
+    try:
+        os.rename(tmp, tool_dir)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return binary
+
+
+def _mkdirs(*parts: str) -> str:
+    path = os.path.join(*parts)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def install(req: dict[str, Any]) -> dict[str, Any]:
+    """Create the bundle's environment offline from the store (hashes required),
+    verify every distribution's version, then mark it complete. On any failure
+    the partial environment is removed."""
+    layout = Layout(req["root"])
+    bundle_id = req["bundle_id"]
+    env = layout.env(bundle_id)
+    with _lane_mutex(layout, req["lane"]):
+        _require_lock(layout, req, "installing")
+    if _complete(layout, bundle_id):
+        return {"installed": False, "env": env, "elapsed": 0.0}
+    start = time.monotonic()
+    # uv may take a wheel from its own cache without reading the store file, so
+    # the store is checked here: a corrupt file must not survive to be relayed.
+    corrupt = _drop_corrupt(layout, req["wheels"])
+    if corrupt:
+        raise DeployFailure(
+            f"corrupt wheel(s) in the store: {', '.join(corrupt)} (sha256 mismatch; "
+            "removed, a re-run pushes them again)"
+        )
+    links = _mkdirs(layout.root, "envs", f".{bundle_id}.links")
+    try:
+        if os.path.exists(env):
+            shutil.rmtree(env)  # an earlier install died half way
+        for w in req["wheels"]:
+            link = os.path.join(links, w["filename"])
+            if not os.path.lexists(link):
+                os.symlink(layout.wheel(w["sha256"], w["filename"]), link)
+        reqs = os.path.join(links, "requirements.txt")
+        with open(reqs, "w") as fh:
+            for w in req["wheels"]:
+                fh.write(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n")
+        uv = _uv(layout, req["uv"])
+        uv_env = dict(
+            os.environ,
+            UV_CACHE_DIR=os.path.join(layout.root, "uv-cache"),
+            UV_NO_CONFIG="1",
+            UV_PYTHON_DOWNLOADS="never",
+        )
+        _run(
+            [uv, "venv", "--quiet", "--python", req["python"], "--python-preference", "only-system", env],
+            uv_env,
+            "creating the environment",
+        )
+        _run(
+            [
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--offline",
+                "--no-index",
+                "--no-deps",
+                "--require-hashes",
+                "--find-links",
+                links,
+                "--python",
+                os.path.join(env, "bin", "python"),
+                "-r",
+                reqs,
+            ],
+            uv_env,
+            "installing the bundle's wheels",
+        )
+        installed = _installed_versions(os.path.join(env, "bin", "python"))
+        wrong = {
+            w["name"]: (w["version"], installed.get(w["name"]))
+            for w in req["wheels"]
+            if installed.get(w["name"]) != w["version"]
+        }
+        if wrong:
+            raise DeployFailure(
+                "installed versions differ from the lock: "
+                + ", ".join(f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items()))
+            )
+        with _lane_mutex(layout, req["lane"]):
+            _require_lock(layout, req, "marking the environment complete")
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "bundle_id": bundle_id,
+            "bundle": req["bundle"],
+            "python": req["python"],
+            "lock_digest": req.get("lock_digest"),
+            "distributions": {w["name"]: w["version"] for w in req["wheels"]},
+            "installed_at": time.time(),
+        }
+        _write_atomic(os.path.join(env, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+        _write_atomic(os.path.join(env, COMPLETE), "")
+    except _LockLost:
+        raise  # the deploy that took the lock may be building this environment now: leave it
+    except BaseException as exc:
+        shutil.rmtree(env, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno == 28:
+            raise DeployFailure(
+                f"no space left on device under {layout.root} ({shutil.disk_usage(layout.root).free // 2**20} MiB free)"
+            ) from None
+        raise
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+    return {"installed": True, "env": env, "elapsed": round(time.monotonic() - start, 3)}
+
+
+def _run(argv: list[str], env: dict[str, Any], what: str) -> None:
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+        text = " | ".join(tail)
+        if "No space left on device" in text or "os error 28" in text:
+            raise DeployFailure(f"{what}: no space left on device ({text})")
+        raise DeployFailure(f"{what} failed (exit {proc.returncode}): {text}")
+
+
+def _installed_versions(python: str) -> dict[str, Any]:
+    code = (
+        "import json, importlib.metadata as m, re\n"
+        "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
+        "for d in m.distributions()}))"
+    )
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DeployFailure(f"cannot list installed distributions: {proc.stderr.strip()[-300:]}")
+    versions: dict[str, Any] = json.loads(proc.stdout)
+    return versions
