@@ -19,8 +19,6 @@ from orchestrator.cli import VERBS, main
 
 # What `--help` may import from orch's own packages: the CLI layer, never the core.
 ALLOWED = ("orchestrator", "orchestrator.cli")
-# Verb modules others are converting (their help still imports a core module today).
-NOT_YET_LAZY = {"sandbox", "diagnose"}
 
 
 def imported_after(*args: str) -> list[str]:
@@ -43,7 +41,7 @@ def test_top_level_help_imports_no_core_and_no_verb_module():
     assert imported_after("--help") == sorted(ALLOWED)
 
 
-@pytest.mark.parametrize("verb", sorted(set(VERBS) - NOT_YET_LAZY))
+@pytest.mark.parametrize("verb", sorted(VERBS))
 def test_a_verbs_help_imports_only_cli_modules(verb):
     extra = [m for m in imported_after(verb, "--help") if m != "orchestrator" and not m.startswith("orchestrator.cli")]
     assert not extra, f"`orch {verb} --help` imported {extra}"
@@ -67,3 +65,11 @@ def test_the_restart_check_help_shows_the_real_default_threshold():
 
     out = CliRunner().invoke(main, ["restart-check", "--help"]).output
     assert f"[default: {DEFAULT_THRESHOLD:g}]" in out
+
+
+def test_the_sandbox_help_shows_the_sandboxs_real_defaults():
+    from orchestrator import sandbox
+    from orchestrator.cli import sandbox_cmd
+
+    for name in ("DIR_ENV", "DEFAULT_DIR", "DEFAULT_BASE_ADDRESS", "READY_TIMEOUT", "MAX_WORKERS"):
+        assert getattr(sandbox_cmd, name) == getattr(sandbox, name), name

@@ -16,6 +16,7 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def register(main: click.Group) -> None:
+    """Add `bundle` to the top-level group."""
     main.add_command(bundle)
 
 
@@ -55,10 +56,12 @@ def bundle() -> None:
 
 
 def _bundle_name(obj: Context, name: str | None, lane: str | None) -> str:
-    """NAME, or the bundle of --lane."""
-    if bool(name) == bool(lane):
-        raise click.UsageError("give a bundle NAME or --lane LANE (one of them)")
-    return name or obj.fleet().lane(lane).bundle
+    """NAME, or the bundle of --lane (exactly one of them must be given)."""
+    if name and not lane:
+        return name
+    if lane and not name:
+        return obj.fleet().lane(lane).bundle
+    raise click.UsageError("give a bundle NAME or --lane LANE (one of them)")
 
 
 @bundle.command()

@@ -6,15 +6,16 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from orchestrator import diagnose as diag
-from orchestrator.diagnose_run import RunDiagnosis, diagnose_run
-from orchestrator.errors import OrchError
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.diagnose_run import RunDiagnosis
 
 
 def register(main: click.Group) -> None:
+    """Add `diagnose` to the top-level group."""
     main.add_command(diagnose)
 
 
@@ -26,6 +27,8 @@ def read_log(path: str) -> str:
         with open(path, "rb") as f:
             return f.read().decode("utf-8", errors="replace")
     except OSError as exc:
+        from orchestrator.errors import OrchError
+
         raise OrchError(
             f"cannot read log {path}: {exc.strerror or exc}", hint="give a readable log file, or `-` to read stdin"
         ) from None
@@ -37,6 +40,7 @@ def resolve_run(path: str) -> Path | None:
         return Path(path)
     if path == "-" or os.path.exists(path) or os.sep in path:
         return None
+    from orchestrator.errors import OrchError
     from orchestrator.runs import find_run
 
     try:
@@ -59,8 +63,12 @@ def diagnose(path: str, as_json: bool, show_all: bool) -> None:
     worker that failed first, its layer, and the workers that only failed
     because it did. Informational: exits 0 whether or not a known signature matched.
     """
+    from orchestrator import diagnose as diag
+
     run_dir = resolve_run(path)
     if run_dir is not None:
+        from orchestrator.diagnose_run import diagnose_run
+
         show_run(diagnose_run(run_dir), as_json, show_all)
         return
     text = read_log(path)

@@ -7,17 +7,27 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.cli import Context
+    from orchestrator.fleet import Fleet, WorkerRef
+    from orchestrator.launch import LaunchOutcome, LaunchPlan
+    from orchestrator.runs import RunRecord
+    from orchestrator.transport import Transport
+
 
 def register(main: click.Group) -> None:
+    """Add `launch`, `runs`, `status`, `logs`, `attach` and `stop` to the top-level group."""
     for command in (launch, runs_, status, logs, attach, stop):
         main.add_command(command)
 
 
-def _env_pairs(values) -> dict[str, str]:
-    env = {}
+def _env_pairs(values: Iterable[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -29,7 +39,7 @@ def _env_pairs(values) -> dict[str, str]:
 class _Printer:
     """Worker-prefixed output on stdout, controller progress on stderr."""
 
-    def __init__(self, workers, to_stderr: bool = False):
+    def __init__(self, workers: Iterable[str], to_stderr: bool = False) -> None:
         self.width = max((len(w) for w in workers), default=0)
         self.lock = threading.Lock()
         self.to_stderr = to_stderr  # --detach keeps stdout for the run id alone
@@ -45,7 +55,7 @@ class _Printer:
             click.echo(f"orch: {text}", err=True)
 
 
-def _render_outcome(outcome, printer: _Printer) -> None:
+def _render_outcome(outcome: LaunchOutcome, printer: _Printer) -> None:
     o = outcome
     if o.status == "detached":
         printer.report(
@@ -76,7 +86,7 @@ def _render_outcome(outcome, printer: _Printer) -> None:
     printer.report(f"record: {o.run_dir}")
 
 
-def _ms(seconds) -> str:
+def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"
 
 
@@ -155,25 +165,25 @@ def _ms(seconds) -> str:
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def launch(
-    obj,
-    lane,
-    workdir,
-    dry_run,
-    as_json,
-    timeout,
-    name,
-    env_items,
-    detach,
-    reclaim,
-    grace,
-    failure_grace,
-    lost_after,
-    start_timeout,
-    port,
-    no_gather,
-    run_id,
-    argv,
-):
+    obj: Context,
+    lane: str,
+    workdir: str | None,
+    dry_run: bool,
+    as_json: bool,
+    timeout: float | None,
+    name: str | None,
+    env_items: tuple[str, ...],
+    detach: bool,
+    reclaim: bool,
+    grace: float,
+    failure_grace: float,
+    lost_after: float,
+    start_timeout: float,
+    port: int | None,
+    no_gather: bool,
+    run_id: str | None,
+    argv: tuple[str, ...],
+) -> None:
     """Launch one process per worker of a lane, together, as a gang.
 
     \b
@@ -236,7 +246,7 @@ def launch(
         sys.exit(outcome.exit_code)
 
 
-def _gather_receipts(record, transport, plan) -> list[str]:
+def _gather_receipts(record: RunRecord, transport: Transport, plan: LaunchPlan) -> list[str]:
     """Copy the receipts and logs of the run that just ended; a summary, plus the report's warnings."""
     from orchestrator import receipts
     from orchestrator.cli.receipts_cmd import gather_lines
@@ -254,7 +264,7 @@ def _gather_receipts(record, transport, plan) -> list[str]:
     return lines
 
 
-def _record_and_fleet(obj, ref: str):
+def _record_and_fleet(obj: Context, ref: str) -> tuple[RunRecord, Fleet]:
     from orchestrator import runs
 
     record = runs.find_run(ref)
@@ -264,13 +274,13 @@ def _record_and_fleet(obj, ref: str):
     return record, obj.fleet()
 
 
-def _workers_of(fleet, plan):
+def _workers_of(fleet: Fleet, plan: LaunchPlan) -> list[WorkerRef]:
     return [fleet.worker(name) for name in plan.workers]
 
 
 @click.command("runs")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def runs_(as_json):
+def runs_(as_json: bool) -> None:
     """List the runs recorded on this controller (newest first)."""
     from orchestrator import runs
 
@@ -294,7 +304,7 @@ def runs_(as_json):
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def status(obj, run, as_json):
+def status(obj: Context, run: str, as_json: bool) -> None:
     """Show a run's state on every worker (live, from the workers)."""
     from orchestrator.launch import recorded
 
@@ -324,7 +334,7 @@ def status(obj, run, as_json):
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the processes end.")
 @click.option("--tail", type=int, metavar="N", help="Only the last N lines of each log.")
 @click.pass_obj
-def logs(obj, run, worker_sel, follow, tail):
+def logs(obj: Context, run: str, worker_sel: str | None, follow: bool, tail: int | None) -> None:
     """Print a run's output logs from the workers, worker-prefixed."""
     from orchestrator import runs
     from orchestrator.fleet import select_workers
@@ -373,7 +383,7 @@ def logs(obj, run, worker_sel, follow, tail):
 )
 @click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs at the end.")
 @click.pass_obj
-def attach(obj, run, grace, failure_grace, lost_after, no_gather):
+def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_after: float, no_gather: bool) -> None:
     """Resume watching a detached run: stream its output and apply the gang rule again.
 
     When the run ends, every worker's receipt and logs are gathered (unless --no-gather).
@@ -405,7 +415,7 @@ def attach(obj, run, grace, failure_grace, lost_after, no_gather):
 @click.argument("run")
 @click.option("--grace", type=float, default=5.0, show_default=True, metavar="S", help="Seconds between TERM and KILL.")
 @click.pass_obj
-def stop(obj, run, grace):
+def stop(obj: Context, run: str, grace: float) -> None:
     """End every process of a run on every worker (TERM, grace, KILL)."""
     from orchestrator.launch import recorded
 

@@ -5,21 +5,32 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from orchestrator import sandbox
+if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.sandbox import WorkerAction
+
+# The sandbox's defaults as its help shows them, copied from orchestrator.sandbox.spec
+# (not imported here: `--help` imports no core module); tests/test_cli_lazy.py keeps them equal.
+DIR_ENV = "ORCH_SANDBOX_DIR"
+DEFAULT_DIR = "/var/tmp/orch-sandbox"
+DEFAULT_BASE_ADDRESS = "127.0.1.1"
+READY_TIMEOUT = 20.0
+MAX_WORKERS = 256
 
 DIR_OPTION = click.option(
     "--dir",
     "dir_",
     metavar="DIR",
     default=None,
-    help=f"Sandbox directory (default: ${sandbox.DIR_ENV}, then {sandbox.DEFAULT_DIR}).",
+    help=f"Sandbox directory (default: ${DIR_ENV}, then {DEFAULT_DIR}).",
 )
 
 
 def register(main: click.Group) -> None:
+    """Add `sandbox` to the top-level group."""
     main.add_command(sandbox_group)
 
 
@@ -29,9 +40,7 @@ def sandbox_group() -> None:
 
 
 @sandbox_group.command()
-@click.option(
-    "--workers", type=click.IntRange(1, sandbox.MAX_WORKERS), required=True, metavar="N", help="Number of workers."
-)
+@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), required=True, metavar="N", help="Number of workers.")
 @DIR_OPTION
 @click.option(
     "--lane",
@@ -42,7 +51,7 @@ def sandbox_group() -> None:
 )
 @click.option(
     "--base-address",
-    default=sandbox.DEFAULT_BASE_ADDRESS,
+    default=DEFAULT_BASE_ADDRESS,
     show_default=True,
     metavar="A",
     help="Loopback address of worker 0; worker i gets A+i.",
@@ -50,13 +59,15 @@ def sandbox_group() -> None:
 @click.option(
     "--timeout",
     type=float,
-    default=sandbox.READY_TIMEOUT,
+    default=READY_TIMEOUT,
     show_default=True,
     metavar="S",
     help="Seconds to wait for every sshd to answer.",
 )
 def up(workers: int, dir_: str | None, lanes: tuple[str, ...], base_address: str, timeout: float) -> None:
     """Start the workers and write DIR/fleet.yaml."""
+    from orchestrator import sandbox
+
     state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout)
     first, last = state.workers[0].address, state.workers[-1].address
     span = first if first == last else f"{first}-{last}"
@@ -75,6 +86,8 @@ def up(workers: int, dir_: str | None, lanes: tuple[str, ...], base_address: str
 @DIR_OPTION
 def down(dir_: str | None) -> None:
     """Stop every worker and remove the sandbox's files."""
+    from orchestrator import sandbox
+
     result = sandbox.down(sandbox.sandbox_dir(dir_))
     if not result.stopped and not result.killed and not result.removed:
         click.echo(f"no sandbox in {result.dir}; nothing to do")
@@ -90,6 +103,8 @@ def down(dir_: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(dir_: str | None, as_json: bool) -> None:
     """Show each worker: address, hostname, sshd pid, running/paused/dead."""
+    from orchestrator import sandbox
+
     st = sandbox.status(sandbox.sandbox_dir(dir_))
     if as_json:
         click.echo(json.dumps(st.to_dict(), indent=2))
@@ -116,12 +131,21 @@ def status(dir_: str | None, as_json: bool) -> None:
     Console().print(table)
 
 
-def _fault_command(name: str, verb: Callable[[Path, str], sandbox.WorkerAction], past: str, doc: str) -> click.Command:
+def _fault_command(name: str, past: str, doc: str) -> click.Command:
+    """`orch sandbox NAME W`: the sandbox's fault of that name (pause, resume, kill) on worker W."""
+
     @sandbox_group.command(name, help=doc)
     @click.argument("worker", metavar="W")
     @DIR_OPTION
     def command(worker: str, dir_: str | None) -> None:
-        action = verb(sandbox.sandbox_dir(dir_), worker)
+        from orchestrator import sandbox
+
+        faults: dict[str, Callable[[Path, str], WorkerAction]] = {
+            "pause": sandbox.pause,
+            "resume": sandbox.resume,
+            "kill": sandbox.kill,
+        }
+        action = faults[name](sandbox.sandbox_dir(dir_), worker)
         click.echo(f"{action.name} {past} ({len(action.pids)} process(es))")
 
     return command
@@ -129,11 +153,8 @@ def _fault_command(name: str, verb: Callable[[Path, str], sandbox.WorkerAction],
 
 _fault_command(
     "pause",
-    sandbox.pause,
     "paused",
     "SIGSTOP a worker's sshd and everything on it: a hung host. W is a name (slice-w2) or index.",
 )
-_fault_command("resume", sandbox.resume, "resumed", "SIGCONT a paused worker. W is a name or index.")
-_fault_command(
-    "kill", sandbox.kill, "killed", "SIGKILL a worker's sshd and everything on it: a dead host. W is a name or index."
-)
+_fault_command("resume", "resumed", "SIGCONT a paused worker. W is a name or index.")
+_fault_command("kill", "killed", "SIGKILL a worker's sshd and everything on it: a dead host. W is a name or index.")
