@@ -18,6 +18,7 @@ from hostside import deploy as hd
 from hostside.layout import Layout
 from orchestrator import deploy as core
 from orchestrator.bundle import CachedWheel
+from orchestrator.deploy import lane_lock
 from orchestrator.fleet import WorkerRef
 
 OURS = {"token": "0a0a", "user": "me", "controller": "here", "pid": 1, "bundle_id": "new"}
@@ -226,7 +227,7 @@ def state_home(tmp_path, monkeypatch):
 
 
 def holder_here(token: str, **extra) -> dict:
-    return {"token": token, "controller": core.socket.gethostname(), "pid": os.getpid(), **extra}
+    return {"token": token, "controller": lane_lock.socket.gethostname(), "pid": os.getpid(), **extra}
 
 
 def test_a_running_deploy_on_this_host_is_alive_and_is_dead_once_it_ends(state_home):
@@ -268,7 +269,7 @@ def test_a_liveness_file_this_user_cannot_read_leaves_it_to_the_pid(state_home, 
     def refuse(path, *args, **kw):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(core, "open", refuse, raising=False)  # as a 0700 home of another user does
+    monkeypatch.setattr(lane_lock, "open", refuse, raising=False)  # as a 0700 home of another user does
     assert core._holder_is_dead(holder_here("bb22", liveness=str(named))) is False
     assert core._holder_is_dead(holder_here("bb22", liveness=str(named), pid=gone_pid)) is True
 

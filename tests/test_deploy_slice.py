@@ -25,6 +25,7 @@ from conftest import start_sandbox
 from orchestrator import deploy as core
 from orchestrator import sandbox
 from orchestrator.bundle import read_lock
+from orchestrator.deploy import job as deploy_job
 from orchestrator.fleet import load_fleet
 from orchestrator.transport import for_fleet
 
@@ -351,7 +352,7 @@ def test_a_second_deploy_while_one_runs_is_refused_naming_the_holder_whose_heart
     small.lock("small-a")
     small.deploy("small-a")
     b = small.lock("small-b")
-    monkeypatch.setattr(core, "HEARTBEAT_EVERY", 0.5)
+    monkeypatch.setattr(deploy_job, "HEARTBEAT_EVERY", 0.5)
     fleet = load_fleet(small.fleet_path("small-b"))
     plan = core.plan_deploy(fleet, "cpu")
     first, gate, seen = threading.Lock(), threading.Event(), {}

@@ -1,203 +1,35 @@
-"""`orch deploy`: push a locked bundle to every worker of a lane and install it.
-
-Plan, then execute. `plan_deploy` is pure: the lane's workers, the locked
-wheels and the bundle id. `execute` carries it out per worker, in parallel:
-
-1. begin: refuse if another deploy holds the lane; `unchanged` if the bundle
-   is already active; otherwise take the lane's lock and list missing wheels.
-2. transfer: the controller sends each missing wheel once, to a seed worker;
-   the others fetch from the seed over the slice network (falling back to a
-   direct push). Every file is checked by sha256 on arrival.
-3. install: an offline environment per bundle id (uv, hashes required),
-   verified against the lock.
-4. activate: only then swap the lane's active pointer and record a receipt.
-
-A worker where any step fails keeps its previous bundle and releases its lock.
-While the deploy holds locks, a background thread refreshes their heartbeat
-(an SFTP upload runs no hostside code that could), and the workers refuse to
-install or activate for a deploy whose lock another one has since taken.
-"""
+"""Carrying out a deploy plan: `execute` and the per-worker steps (begin,
+transfer of missing wheels through a seed worker, install, activate), with the
+lane's lock held and kept fresh throughout."""
 
 from __future__ import annotations
 
 import getpass
 import json
 import os
-import re
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hostside.deploy import describe_holder
-from orchestrator.bundle import CachedWheel, Lock
+from orchestrator.bundle import CachedWheel
+from orchestrator.deploy.lane_lock import (
+    HEARTBEAT_EVERY,
+    HEARTBEAT_TIMEOUT,
+    STALE_AFTER,
+    _Heartbeat,
+    _holder_is_dead,
+    _liveness,
+    _liveness_path,
+)
+from orchestrator.deploy.plan import DeployPlan, DeployReport, Progress, WorkerOutcome
 from orchestrator.errors import BundleError
-from orchestrator.fleet import Fleet, WorkerRef
+from orchestrator.fleet import WorkerRef
 from orchestrator.remote import job_document, run_hostside
 from orchestrator.transport import Result, Transport
-
-STALE_AFTER = 300.0  # seconds without a heartbeat before a deploy lock counts as dead
-HEARTBEAT_EVERY = 60.0  # seconds between refreshes of our locks' heartbeat
-HEARTBEAT_TIMEOUT = 60.0  # a timed-out call drops the worker's connection (and any upload on it): be patient
-
-
-@dataclass(frozen=True)
-class DeployPlan:
-    """What a deploy will do: pure data, printed by --dry-run."""
-
-    lane: str
-    bundle: str
-    bundle_id: str
-    lock_digest: str
-    python: str
-    workers: tuple[WorkerRef, ...]
-    wheels: tuple[CachedWheel, ...]
-    uv: CachedWheel
-    relay: bool = True
-
-    @property
-    def bundle_bytes(self) -> int:
-        return sum(w.size for w in self.wheels) + self.uv.size
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "lane": self.lane,
-            "bundle": self.bundle,
-            "bundle_id": self.bundle_id,
-            "lock_digest": self.lock_digest,
-            "python": self.python,
-            "relay": self.relay,
-            "workers": [
-                {
-                    "name": w.name,
-                    "host": w.host,
-                    "env": f"{w.root}/envs/{self.bundle_id}",
-                    "active": f"{w.root}/lanes/{self.lane}/active",
-                }
-                for w in self.workers
-            ],
-            "wheels": [w.request() for w in self.wheels],
-            "installer": self.uv.request(),
-            "bundle_bytes": self.bundle_bytes,
-        }
-
-
-@dataclass
-class WorkerOutcome:
-    """How the deploy ended on one worker."""
-
-    worker: str
-    status: str = "pending"  # installed | unchanged | failed
-    reason: str | None = None
-    bytes_from_controller: int = 0
-    bytes_from_peer: int = 0
-    recovered_lock: dict[str, Any] | None = None
-    previous: str | None = None
-    elapsed: float = 0.0
-    phases: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class DeployReport:
-    plan: DeployPlan
-    outcomes: dict[str, WorkerOutcome]
-    seed: str | None = None
-    relay_used: bool = False
-    elapsed: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return all(o.status in ("installed", "unchanged") for o in self.outcomes.values())
-
-    @property
-    def controller_bytes(self) -> int:
-        return sum(o.bytes_from_controller for o in self.outcomes.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "lane": self.plan.lane,
-            "bundle": self.plan.bundle,
-            "bundle_id": self.plan.bundle_id,
-            "ok": self.ok,
-            "seed": self.seed,
-            "relay_used": self.relay_used,
-            "controller_bytes": self.controller_bytes,
-            "bundle_bytes": self.plan.bundle_bytes,
-            "elapsed": round(self.elapsed, 3),
-            "workers": {n: o.to_dict() for n, o in self.outcomes.items()},
-        }
-
-
-Progress = Callable[[str, str], None]  # (worker, phase)
-
-
-# ---------------------------------------------------------------------------
-# plan
-
-
-def plan_deploy(
-    fleet: Fleet, lane: str, *, relay: bool = True, lock: Lock | None = None, fetch: bool = True
-) -> DeployPlan:
-    """Read the lane's bundle lock and list what every worker should end up with.
-
-    With `fetch`, wheels missing from the controller's cache are fetched from
-    the lock's recorded sources (a fresh checkout with committed locks)."""
-    from orchestrator import bundle as bundles
-
-    lane_model = fleet.lane(lane)
-    spec = fleet.bundle(lane_model.bundle)
-    lock_path = fleet.lock_path(lane_model.bundle)
-    if lock is None:
-        if not lock_path.exists():
-            raise BundleError(
-                f"bundle '{lane_model.bundle}' has no lock at {lock_path}", hint=f"orch bundle lock {lane_model.bundle}"
-            )
-        lock = bundles.read_lock(lock_path)
-    if fetch:
-        bundles.fetch_wheels(lock, fleet.base_dir)
-    wheels = tuple(
-        CachedWheel(
-            name=w.name,
-            version=w.version,
-            filename=w.filename,
-            sha256=w.sha256,
-            size=w.size,
-            path=bundles.cached_wheel_path(w),
-        )
-        for w in lock.wheels
-    )
-    return DeployPlan(
-        lane=lane,
-        bundle=lane_model.bundle,
-        bundle_id=lock.bundle_id,
-        lock_digest=lock.digest,
-        python=spec.python,
-        workers=tuple(fleet.lane_workers(lane)),
-        wheels=wheels,
-        uv=installer_wheel(),
-        relay=relay,
-    )
-
-
-def installer_wheel() -> CachedWheel:
-    """The uv wheel that installs bundles on workers: the controller's own uv
-    version, cached once. uv is a wheel with a static binary inside, so it
-    travels to workers like any bundle wheel."""
-    from orchestrator import bundle as bundles
-
-    return bundles.tool_wheel("uv")
-
-
-# ---------------------------------------------------------------------------
-# execute
 
 
 def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None = None) -> DeployReport:
@@ -521,174 +353,3 @@ def disk_headroom(nbytes: int) -> int:
 
 def _mib(nbytes: int) -> int:
     return -(-nbytes // 2**20)  # rounded up
-
-
-class _Heartbeat:
-    """Calls `beat` every `every` seconds from a daemon thread while the `with`
-    block runs, and stops when it ends (on failure and Ctrl-C too)."""
-
-    def __init__(self, beat: Callable[[], None], every: float):
-        self.beat, self.every = beat, every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="orch-deploy-heartbeat", daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.beat()
-            except Exception:  # a missed beat is retried on the next one
-                pass
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        # A beat in flight is harmless after this: the worker refreshes only a
-        # lock that still carries our token, under the lane's mutex.
-        self._thread.join(timeout=5)
-
-
-def _liveness_path(token: str) -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "orch" / "deploys" / f"{token}.lock"
-
-
-class _liveness:
-    """While a deploy runs, it holds an flock on a file named by its lock token on
-    the controller; the kernel drops it when the process dies, so a later deploy
-    from this host can tell a dead holder from a live one exactly."""
-
-    def __init__(self, token: str):
-        self.path = _liveness_path(token)
-
-    def __enter__(self) -> _liveness:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "w")
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.path.unlink(missing_ok=True)
-        self.fh.close()
-
-
-def _holder_is_dead(holder: dict[str, Any] | None) -> bool:
-    """A lock taken from this controller host by a deploy that is no longer running.
-
-    The holder's liveness file is exact proof: flock'd while it runs, removed
-    when it ends. The lock names that file (it may live under another user's
-    home or XDG_STATE_HOME); a lock from an older controller does not, so ours
-    stands in for it. When the file cannot be seen (not there for a lock that
-    does not name it, or unreadable), only a vanished pid proves the holder
-    dead; a live pid leaves it to the heartbeat."""
-    import fcntl
-
-    token = str(holder.get("token") or "") if holder else ""
-    if not holder or holder.get("controller") != socket.gethostname() or not re.fullmatch(r"[0-9a-f]+", token):
-        return False
-    named = _named_liveness(holder, token)
-    path = named or _liveness_path(token)
-    try:
-        fh = open(path)
-    except FileNotFoundError:
-        return True if named else _pid_is_gone(holder.get("pid"))
-    except OSError:
-        return _pid_is_gone(holder.get("pid"))
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass
-    return True
-
-
-def _named_liveness(holder: dict[str, Any], token: str) -> Path | None:
-    """The liveness file a lock names, if it has the shape `_liveness_path` gives
-    (a lock file is worker data: never let it point us at another file)."""
-    named = holder.get("liveness")
-    if not isinstance(named, str):
-        return None
-    path = Path(named)
-    if (
-        path.is_absolute()
-        and ".." not in path.parts
-        and path.name == f"{token}.lock"
-        and path.parent.parts[-2:] == ("orch", "deploys")
-    ):
-        return path
-    return None
-
-
-def _pid_is_gone(pid: object) -> bool:
-    """Whether no process with this pid exists on this host."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # another user's process
-    except OverflowError:
-        return False  # not a pid; the heartbeat decides
-    return False
-
-
-# ---------------------------------------------------------------------------
-# rollback and status
-
-
-def rollback(fleet: Fleet, lane: str, transport: Transport) -> dict[str, dict[str, Any]]:
-    """Re-activate the previous bundle on every worker of the lane."""
-
-    def one(w: WorkerRef) -> Result:
-        req = {"root": w.root, "lane": lane}
-        return run_hostside(transport, w, "deploy", ["rollback"], stdin=json.dumps(req), timeout=60)
-
-    return {n: _doc_or_error(r) for n, r in transport.map(one, [w.name for w in fleet.lane_workers(lane)]).items()}
-
-
-def status(fleet: Fleet, transport: Transport, lanes: list[str]) -> dict[str, dict[str, Any]]:
-    """Active/previous bundle per worker and lane, as the workers report it."""
-    members = {ln: set(fleet.lane_members[ln]) for ln in lanes}
-    names = sorted({n for m in members.values() for n in m}, key=lambda n: fleet.worker(n).index)
-
-    def one(w: WorkerRef) -> Result:
-        mine = [ln for ln in lanes if w.name in members[ln]]
-        req = {"root": w.root, "lanes": mine}
-        return run_hostside(transport, w, "deploy", ["status"], stdin=json.dumps(req), timeout=60)
-
-    return {n: _doc_or_error(r) for n, r in transport.map(one, names).items()}
-
-
-def _doc_or_error(res: Result) -> dict[str, Any]:
-    if res.error:
-        return {"ok": False, "error": res.error, "error_kind": res.error_kind}
-    try:
-        return job_document(res)
-    except Exception as exc:
-        return {"ok": False, "error": str(exc)}
-
-
-def disagreements(
-    fleet: Fleet, statuses: dict[str, dict[str, Any]], lanes: list[str]
-) -> dict[str, dict[str, list[str]]]:
-    """Per lane, {bundle_id: [workers]} when a lane's workers disagree (a mixed stack inside a lane)."""
-    out = {}
-    for ln in lanes:
-        seen: dict[str, list[str]] = {}
-        for name in fleet.lane_members[ln]:
-            doc = statuses.get(name, {})
-            active = (doc.get("lanes") or {}).get(ln, {}).get("active") if doc.get("ok") else "unreachable"
-            seen.setdefault(active or "none", []).append(name)
-        if len(seen) > 1:
-            out[ln] = seen
-    return out
