@@ -18,17 +18,12 @@ PACKAGES = ("orchestrator", "hostside")
 MAX_LINES = 600
 
 # Modules over MAX_LINES today, each several concepts, to be split: strict xfails.
-OVERSIZED = {
-}
+OVERSIZED: dict[str, str] = {}
 # Over the limit but one concept each: allowed, with the reason.
 ONE_CONCEPT = {
     "orchestrator/diagnose_table.py": "the diagnosis signature table: data, one entry per known failure",
     "orchestrator/fleet.py": "the fleet model and its validation (pydantic models of one document)",
     "orchestrator/restart_check.py": "the warm-restart check: plan two runs, judge each process",
-}
-# Over the limit on this branch, split on others (non-strict: they pass once those land; then drop them here).
-BEING_SPLIT = {
-    "orchestrator/fleet.py",
 }
 
 
@@ -149,9 +144,6 @@ def _size_cases() -> list[object]:
         rel = path.relative_to(ROOT).as_posix()
         if rel in OVERSIZED:
             mark = pytest.mark.xfail(strict=True, reason=f"over {MAX_LINES} lines: {OVERSIZED[rel]}")
-            cases.append(pytest.param(rel, marks=mark, id=rel))
-        elif rel in BEING_SPLIT:
-            mark = pytest.mark.xfail(strict=False, reason=f"over {MAX_LINES} lines: being split on another branch")
             cases.append(pytest.param(rel, marks=mark, id=rel))
         elif rel not in ONE_CONCEPT:
             cases.append(pytest.param(rel, id=rel))

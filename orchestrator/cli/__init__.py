@@ -40,7 +40,7 @@ VERBS: dict[str, tuple[str, str]] = {
     ),
     "diagnose": (
         "orchestrator.cli.diagnose_cmd:diagnose",
-        "Classify a log: which layer owns the failure, the line that shows it, and the remedy.",
+        "Classify a log or a gathered run: which layer owns the failure, the line that shows it, and the remedy.",
     ),
     "exec": ("orchestrator.cli.exec_cmd:exec_", "Run a command on workers in parallel; exit non-zero if any failed."),
     "fleet": ("orchestrator.cli.fleet_cmd:fleet", "Inspect and validate fleet.yaml."),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hostside.frontends import bundle_frontends
 from orchestrator.launch.outcome import LaunchOutcome, WorkerEnd, diagnose_tail
 from orchestrator.launch.plan import (
     ORCH_VARS,
@@ -36,7 +37,6 @@ from orchestrator.launch.plan import (
     ProcessPlan,
     Target,
     Workdir,
-    bundle_frontends,
     default_port,
     new_run_id,
     parse_target,

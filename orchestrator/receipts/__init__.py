@@ -25,6 +25,7 @@ not named after the functions they hold (`gather`, `report`, `compare`), so that
 the module.
 """
 
+from hostside.rundir import RECORD_FILE
 from orchestrator.receipts.comparison import (
     Comparison,
     Difference,
@@ -34,7 +35,7 @@ from orchestrator.receipts.comparison import (
     format_value,
     stack_differences,
 )
-from orchestrator.receipts.copies import GATHER_FILE, RECORD_FILE, RunReceipts, load_run
+from orchestrator.receipts.copies import GATHER_FILE, RunReceipts, load_run
 from orchestrator.receipts.gathering import GatherResult, WorkerGather, fetch_plan, gather
 from orchestrator.receipts.html import plot_svg, render_html
 from orchestrator.receipts.model import Flag, Report, WorkerRow

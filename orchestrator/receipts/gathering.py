@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hostside.files import sha256_file
+from hostside.rundir import RECORD_FILE
 from orchestrator.receipts.copies import (
     GATHER_FILE,
-    RECORD_FILE,
     PlanFacts,
     RunRecordFacts,
     read_json,
