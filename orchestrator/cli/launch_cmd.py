@@ -7,8 +7,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -90,6 +90,43 @@ def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_GANG_TIMING_OPTIONS = (
+    click.option(
+        "--grace",
+        type=float,
+        default=5.0,
+        show_default=True,
+        metavar="S",
+        help="Seconds between TERM and KILL when the gang is torn down.",
+    ),
+    click.option(
+        "--failure-grace",
+        type=float,
+        default=1.0,
+        show_default=True,
+        metavar="S",
+        help="After a worker failed: seconds the survivors get between TERM and KILL.",
+    ),
+    click.option(
+        "--lost-after",
+        type=float,
+        default=30.0,
+        show_default=True,
+        metavar="S",
+        help="A worker silent this long (no output, no heartbeat) counts as lost.",
+    ),
+)
+
+
+def _gang_timing_options(fn: _F) -> _F:
+    """--grace, --failure-grace, --lost-after: how a watching controller ends a gang (launch and attach alike)."""
+    for option in reversed(_GANG_TIMING_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 @click.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lane", required=True, help="The lane whose workers run the gang (one process per worker).")
 @click.option(
@@ -119,30 +156,7 @@ def _ms(seconds: float | None) -> str:
     is_flag=True,
     help="First end processes of earlier orch runs on these workers (TERM, grace, KILL); never anyone else's.",
 )
-@click.option(
-    "--grace",
-    type=float,
-    default=5.0,
-    show_default=True,
-    metavar="S",
-    help="Seconds between TERM and KILL when a gang is torn down.",
-)
-@click.option(
-    "--failure-grace",
-    type=float,
-    default=1.0,
-    show_default=True,
-    metavar="S",
-    help="After a worker failed: seconds the survivors get between TERM and KILL.",
-)
-@click.option(
-    "--lost-after",
-    type=float,
-    default=30.0,
-    show_default=True,
-    metavar="S",
-    help="A worker silent this long (no output, no heartbeat) counts as lost.",
-)
+@_gang_timing_options
 @click.option(
     "--start-timeout",
     type=float,
@@ -357,30 +371,7 @@ def logs(obj: Context, run: str, worker_sel: str | None, follow: bool, tail: int
 
 @click.command("attach")
 @click.argument("run")
-@click.option(
-    "--grace",
-    type=float,
-    default=5.0,
-    show_default=True,
-    metavar="S",
-    help="Seconds between TERM and KILL when the gang is torn down.",
-)
-@click.option(
-    "--failure-grace",
-    type=float,
-    default=1.0,
-    show_default=True,
-    metavar="S",
-    help="After a worker failed: seconds the survivors get between TERM and KILL.",
-)
-@click.option(
-    "--lost-after",
-    type=float,
-    default=30.0,
-    show_default=True,
-    metavar="S",
-    help="A worker silent this long counts as lost.",
-)
+@_gang_timing_options
 @click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs at the end.")
 @click.pass_obj
 def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_after: float, no_gather: bool) -> None:
