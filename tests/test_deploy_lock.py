@@ -4,6 +4,7 @@ controller logic runs against a fake transport."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -13,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import worker
 
 from hostside import deploy as hd
 from hostside.layout import Layout
 from orchestrator import deploy as core
 from orchestrator.bundle import CachedWheel
 from orchestrator.deploy import lane_lock
-from orchestrator.fleet import WorkerRef
 
 OURS = {"token": "0a0a", "user": "me", "controller": "here", "pid": 1, "bundle_id": "new"}
 THEIRS = {"token": "beef", "user": "alice", "controller": "ops-laptop", "pid": 4242, "bundle_id": "feedface"}
@@ -288,31 +289,6 @@ def test_a_holder_on_another_host_is_never_judged_here(state_home):
 # -- disk space -----------------------------------------------------------------
 
 
-class FakeTransport:
-    def __init__(self, workers):
-        self.workers = {w.name: w for w in workers}
-
-    def map(self, fn, names):
-        return {n: fn(self.workers[n]) for n in names}
-
-
-def worker(i: int) -> WorkerRef:
-    return WorkerRef(
-        name=f"w{i}",
-        slice="s",
-        index=i,
-        host="h",
-        port=None,
-        user=None,
-        identity_file=None,
-        internal_address=f"10.0.0.{i}",
-        root="/var/lib/orch",
-        shared_dir=None,
-        python="python3",
-        lane="cpu",
-    )
-
-
 def wheel(name: str, size: int) -> CachedWheel:
     return CachedWheel(
         name=name,
@@ -324,52 +300,70 @@ def wheel(name: str, size: int) -> CachedWheel:
     )
 
 
-def job_with(free: dict[str, int], missing: list[CachedWheel]) -> core._Deploy:
-    workers = [worker(i) for i in range(len(free))]
-    plan = core.DeployPlan(
+def on_disk(tmp_path: Path, w: CachedWheel) -> CachedWheel:
+    """`w` with a (sparse) file of its size in the controller's cache, as deploy checks before it starts."""
+    path = tmp_path / "wheels" / w.filename
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.truncate(w.size)
+    return CachedWheel(name=w.name, version=w.version, filename=w.filename, sha256=w.sha256, size=w.size, path=path)
+
+
+def plan_with(workers: int, missing: list[CachedWheel]) -> core.DeployPlan:
+    return core.DeployPlan(
         lane="cpu",
         bundle="b",
         bundle_id="new",
         lock_digest="d",
         python="3.11",
-        workers=tuple(workers),
+        workers=tuple(worker(i) for i in range(workers)),
         wheels=tuple(missing),
         uv=wheel("uv", 1),
     )
-    job = core._Deploy(plan, FakeTransport(workers), dict(OURS), lambda w, p: None)
-
-    def call(w, action, extra=None, timeout=600):
-        assert action == "begin"
-        return {
-            "ok": True,
-            "state": "locked-by-us",
-            "active": "old",
-            "missing": [x.request() for x in missing],
-            "disk_free_bytes": free[w.name],
-        }
-
-    job.call = call
-    return job
 
 
-def test_a_worker_without_room_for_the_wheels_fails_before_anything_is_sent():
+def begins(missing: list[CachedWheel], free: int) -> dict:
+    return {
+        "ok": True,
+        "state": "locked-by-us",
+        "active": "old",
+        "missing": [x.request() for x in missing],
+        "disk_free_bytes": free,
+    }
+
+
+def test_a_worker_without_room_for_the_wheels_fails_before_anything_is_sent(tmp_path, scripted_transport, state_home):
     mib = 2**20
-    job = job_with({"w0": 1000 * mib, "w1": 100 * mib}, [wheel("torch", 80 * mib)])
-    job.each("begin", job.begin, job.alive())
-    assert job.outcomes["w0"].status == "pending"
-    assert job.outcomes["w1"].status == "failed"
-    assert job.outcomes["w1"].reason == (
+    torch = on_disk(tmp_path, wheel("torch", 80 * mib))
+    plan = dataclasses.replace(plan_with(2, [torch]), uv=on_disk(tmp_path, wheel("uv", 1)))
+    fake = scripted_transport(plan.workers)
+    # w0 has room and gets its wheel; w1 is refused on its begin reply alone, before anything is sent.
+    fake.expect_job("w0", "deploy", ["begin"], answer=begins([torch], 1000 * mib))
+    fake.expect_run("w0", ["mkdir", "-p"])
+    fake.expect_put("w0", "/var/lib/orch/store/sha256/.incoming/")
+    fake.expect_job("w0", "deploy", ["receive"], answer={"ok": True, "bad": []})
+    fake.expect_job("w0", "deploy", ["install"], answer={"ok": True, "elapsed": 1.0})
+    fake.expect_job("w0", "deploy", ["activate"], answer={"ok": True, "previous": "old"})
+    fake.expect_job("w1", "deploy", ["begin"], answer=begins([torch], 100 * mib))
+    fake.expect_job("w1", "deploy", ["unlock"])  # it took the lock: release it
+
+    report = core.execute(plan, fake)
+
+    assert report.outcomes["w0"].status == "installed"
+    assert report.outcomes["w1"].status == "failed"
+    assert report.outcomes["w1"].reason == (
         "not enough disk space: needs 104 MiB (80 MiB of wheels + 24 MiB headroom), 100 MiB free under /var/lib/orch"
     )
-    assert job.locked == {"w0", "w1"}  # so release_all unlocks w1 too
+    assert fake.calls_to("w1", "put") == []
 
 
-def test_the_seed_is_a_worker_with_room_for_every_wheel_anyone_lacks():
+def test_the_seed_is_a_worker_with_room_for_every_wheel_anyone_lacks(scripted_transport, state_home):
     mib = 2**20
     a, b, c = wheel("a", 20 * mib), wheel("b", 20 * mib), wheel("c", 40 * mib)
-    job = job_with({"w0": 100 * mib, "w1": 1000 * mib}, [a, b, c])
+    plan = plan_with(2, [a, b, c])
+    job = core._Deploy(plan, scripted_transport(plan.workers), dict(OURS), lambda w, p: None)
     job.free = {"w0": 100 * mib, "w1": 1000 * mib}  # w0 has room for its own 40 MiB, not for all 80
-    pushed = {}
+    pushed: dict[str, list[str]] = {}
     job.push = lambda w, wheels: pushed.setdefault(w.name, [x.name for x in wheels])
     job.serve = lambda w: None  # no relay: peers get theirs pushed
     job.transfer({"w0": [a.request(), b.request()], "w1": [c.request()]})

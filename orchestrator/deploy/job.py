@@ -40,7 +40,7 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
     if missing_local:
         raise BundleError(
             f"the controller's wheel cache lacks {', '.join(w.filename for w in missing_local)}",
-            hint=f"orch bundle fetch {plan.bundle} (or orch bundle lock {plan.bundle})",
+            hint=f"orch bundle lock {plan.bundle} (resolves again and fetches every wheel into the cache)",
         )
     token = secrets.token_hex(8)
     holder = {
