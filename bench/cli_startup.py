@@ -8,7 +8,7 @@ stay a small constant above the floor; the target is 150 ms on the project's
 2-core machine. The load average is printed next to the figures: on a shared
 machine, compare ratios rather than absolute times.
 
-    .venv/bin/python bench/cli_startup.py [--repeat 21]
+    .venv/bin/python bench/cli_startup.py [--repeat 21] [--smoke]
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=21, help="runs of each case (interleaved)")
     parser.add_argument("--before", metavar="ORCH", help="another orch executable to time beside (e.g. main's)")
+    parser.add_argument("--smoke", action="store_true", help="3 runs of each case: proves the benchmark runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 3
     if args.before:
         CASES["before: orch --help"] = [args.before, "--help"]
     for argv in CASES.values():

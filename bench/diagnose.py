@@ -10,7 +10,8 @@ layer with confidence.
     .venv/bin/python bench/diagnose.py [--smoke] [--misses] [--json] [--write-doc]
 
 --misses lists the tune part's misses only (the held-back part is read as
-totals, never entry by entry); --smoke prints just the two totals;
+totals, never entry by entry); --smoke prints just the two totals and exits 0
+whatever they are (it proves the benchmark runs; the bar is the full run's);
 --write-doc regenerates docs/troubleshooting.md with the current numbers.
 """
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_doc:
         DOC_PATH.write_text(render_troubleshooting_markdown(corpus_markdown(entries)))
         print(f"wrote {DOC_PATH.relative_to(ROOT)}")
-    if not ok:
+    if not ok and not args.smoke:
         print(
             f"FAIL: held-back accuracy {held.total.accuracy:.1%} (need >= {MIN_HELD_ACCURACY:.0%}), "
             f"wrong {held.total.wrong_rate:.1%} (need <= {MAX_WRONG_RATE:.0%})",
