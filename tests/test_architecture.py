@@ -51,8 +51,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
-            # `from pkg import mod` imports the module pkg.mod; `from mod import name` imports mod
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            # `from mod import name` imports mod; `from pkg import mod` imports pkg.mod and runs pkg
+            # first, so it ties the module to pkg too (a package that imports its modules would circle)
+            targets = [base, *(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)]
         for target in targets:
             while target and target not in known:  # `import a.b.c` of a non-module attribute: its module
                 target = target.rpartition(".")[0]
@@ -125,9 +126,24 @@ def test_the_import_graph_sees_function_level_and_relative_imports(tmp_path):
     mod = tmp_path / "m.py"
     mod.write_text("def f():\n    from orchestrator import deploy as core\n    import hostside.layout\n")
     assert imports_of("orchestrator.x", mod, {"orchestrator", "orchestrator.deploy", "hostside.layout"}) == {
+        "orchestrator",  # `from orchestrator import deploy` runs the package first
         "orchestrator.deploy",
         "hostside.layout",
     }
+
+
+def test_a_module_that_imports_a_sibling_through_its_package_circles_with_a_package_that_imports_it(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pkg.a import thing\n")
+    (pkg / "a.py").write_text("from pkg import b\nthing = b\n")
+    known = {"pkg", "pkg.a", "pkg.b"}
+    graph = {
+        "pkg": imports_of("pkg", pkg / "__init__.py", known),
+        "pkg.a": imports_of("pkg.a", pkg / "a.py", known),
+        "pkg.b": set(),
+    }
+    assert circles(graph) == [["pkg", "pkg.a"]]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycle_path({"a": {"b"}, "b": {"a"}}, ["a", "b"]) == "a -> b -> a"
 

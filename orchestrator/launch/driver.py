@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from orchestrator.launch import gang
+import orchestrator.launch.gang as gang
 from orchestrator.launch.control import OutputFn, ReportFn, quiet, release, reply, stop_workers
 from orchestrator.launch.outcome import LaunchOutcome, conclude
 from orchestrator.launch.plan import LaunchPlan

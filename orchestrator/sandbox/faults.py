@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import signal
 
+import orchestrator.sandbox.files as files
+import orchestrator.sandbox.namespaces as namespaces
+import orchestrator.sandbox.sshd as sshd
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import files, namespaces, sshd
 from orchestrator.sandbox.lifecycle import load_state
 from orchestrator.sandbox.spec import READY_TIMEOUT, check_dir
 from orchestrator.sandbox.state import SandboxState, WorkerAction, WorkerState, locked, write_state

@@ -17,8 +17,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+import orchestrator.sandbox.sshd as sshd
 from hostside.files import write_atomic
-from orchestrator.sandbox import sshd
 from orchestrator.sandbox.fleetfile import known_hosts_name, render_fleet
 from orchestrator.sandbox.spec import SHARED_MOUNT, WORKER_ROOT, LaneSpec, worker_name
 from orchestrator.sandbox.state import STATE_FILE

@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import orchestrator.sandbox.files as files
+import orchestrator.sandbox.machine as machine
+import orchestrator.sandbox.namespaces as namespaces
+import orchestrator.sandbox.sshd as sshd
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import files, machine, namespaces, sshd
 from orchestrator.sandbox.spec import (
     DEFAULT_BASE_ADDRESS,
     PORT,

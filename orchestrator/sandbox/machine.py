@@ -10,8 +10,8 @@ import socket
 import subprocess
 from collections.abc import Sequence
 
+import orchestrator.sandbox.sshd as sshd
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import sshd
 from orchestrator.sandbox.spec import DEFAULT_BASE_ADDRESS, PORT, worker_addresses
 
 _TOOLS = (("unshare", "util-linux"), ("setsid", "util-linux"), ("mount", "mount"), ("hostname", "hostname"))

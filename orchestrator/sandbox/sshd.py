@@ -15,8 +15,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import orchestrator.sandbox.namespaces as namespaces
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import namespaces
 from orchestrator.sandbox.spec import SHARED_MOUNT, WORKER_HOME, WORKER_ROOT
 from orchestrator.sandbox.state import WorkerState
 
