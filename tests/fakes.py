@@ -27,7 +27,7 @@ import pytest
 
 from orchestrator.fleet import WorkerRef
 from orchestrator.remote import HOSTSIDE_READY
-from orchestrator.transport import LineCallback, LocalPath, LocalSource, Result, Transport, source_name
+from orchestrator.transport import FanOut, LineCallback, LocalPath, LocalSource, Result, Transport, source_name
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def timed_out(seconds: float | None = None) -> Reply:
 
 
 @dataclass
-class ScriptedTransport:
+class ScriptedTransport(FanOut):
     """A `Transport` whose every call is scripted per worker, in order, and recorded."""
 
     worker_refs: Sequence[WorkerRef]
@@ -246,37 +246,11 @@ class ScriptedTransport:
                     on_line(name, stream, line)
         return result
 
-    def run(
-        self,
-        argv: Sequence[str],
-        hosts: Iterable[str] | None = None,
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        on_line: LineCallback | None = None,
-        end_on_timeout: bool = False,
-    ) -> dict[str, Result]:
-        return self.map(
-            lambda w: self.run_one(
-                w.name, argv, env=env, timeout=timeout, stdin=stdin, on_line=on_line, end_on_timeout=end_on_timeout
-            ),
-            hosts,
-        )
-
     def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
         return self._answer(Call(name, "put", ("put", source_name(local), remote)))
 
-    def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
-        return self.map(lambda w: self.put_one(w.name, local, remote), hosts)
-
     def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
         return self._answer(Call(name, "get", ("get", remote, str(local))))
-
-    def get(
-        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
-    ) -> dict[str, Result]:
-        return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
 
     def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
         """One worker after the other, in the order asked (decisions must not depend on timing)."""
@@ -290,9 +264,6 @@ class ScriptedTransport:
 
     def close(self) -> None:
         self.closed = True
-
-    def __enter__(self) -> Self:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -22,6 +22,7 @@ from orchestrator.transport.failures import classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy
 from orchestrator.transport.protocol import (
     TAIL_LINES,
+    FanOut,
     LineCallback,
     LocalPath,
     LocalSource,
@@ -41,6 +42,7 @@ __all__ = [
     "TIMEOUT_SLACK",
     "TRANSFER_IDLE_TIMEOUT",
     "FabricTransport",
+    "FanOut",
     "LineCallback",
     "LocalPath",
     "LocalSource",

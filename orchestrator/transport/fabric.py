@@ -18,14 +18,22 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import IO, Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy
-from orchestrator.transport.protocol import LineCallback, LocalPath, LocalSource, Result, command_line, source_name
+from orchestrator.transport.protocol import (
+    FanOut,
+    LineCallback,
+    LocalPath,
+    LocalSource,
+    Result,
+    command_line,
+    source_name,
+)
 
 # paramiko logs connection failures itself (e.g. "Exception (client): Error
 # reading SSH protocol banner"); we report them per host instead.
@@ -84,7 +92,7 @@ def _remote_runner_class() -> type:
     return ChunkedStdinRemote
 
 
-class FabricTransport:
+class FabricTransport(FanOut):
     """The real `Transport`: parallel SSH to a set of workers, one reused connection per worker."""
 
     def __init__(
@@ -244,12 +252,6 @@ class FabricTransport:
             self._drop(name)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- fan-out -----------------------------------------------------------
 
     def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
@@ -357,25 +359,6 @@ class FabricTransport:
             host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout, stderr=res.stderr, elapsed=elapsed
         )
 
-    def run(
-        self,
-        argv: Sequence[str],
-        hosts: Iterable[str] | None = None,
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        on_line: LineCallback | None = None,
-        end_on_timeout: bool = False,
-    ) -> dict[str, Result]:
-        """Run the same command on many workers in parallel."""
-        return self.map(
-            lambda w: self.run_one(
-                w.name, argv, env=env, timeout=timeout, stdin=stdin, on_line=on_line, end_on_timeout=end_on_timeout
-            ),
-            hosts,
-        )
-
     def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
         """Copy a local file (or file object) to `remote` on one worker over SFTP."""
         argv = ("put", source_name(local), remote)
@@ -391,7 +374,7 @@ class FabricTransport:
             local.seek(pos)
             data = data if isinstance(data, bytes) else data.encode()
             return self.map(lambda w: self.put_one(w.name, io.BytesIO(data), remote), hosts)
-        return self.map(lambda w: self.put_one(w.name, local, remote), hosts)
+        return super().put(local, remote, hosts)
 
     def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
         """Copy `remote` from one worker to a local path over SFTP."""
@@ -480,12 +463,6 @@ class FabricTransport:
         else:
             return self.failure(name, argv, exc, elapsed)
         return Result(host=name, argv=argv, exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
-
-    def get(
-        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
-    ) -> dict[str, Result]:
-        """Copy `remote` from many workers in parallel, each to `local_for(worker)`."""
-        return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
 
 
 def _chain(conn: Any) -> list[Any]:

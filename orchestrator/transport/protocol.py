@@ -169,3 +169,73 @@ class Transport(Protocol):
     def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+class FanOut:
+    """The fan-out half of a `Transport`, written once over its per-worker half.
+
+    A subclass supplies `map` (how workers run side by side), `run_one`,
+    `put_one`, `get_one` and `close`; `run`, `put`, `get` and the context
+    manager follow from them, so the real transport and the scripted fake
+    cannot drift apart in how a fan-out is made.
+    """
+
+    def map(self, fn: Callable[[WorkerRef], Result], hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        raise NotImplementedError
+
+    def run_one(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> Result:
+        raise NotImplementedError
+
+    def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
+        raise NotImplementedError
+
+    def get_one(self, name: str, remote: str, local: LocalPath) -> Result:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def run(
+        self,
+        argv: Sequence[str],
+        hosts: Iterable[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> dict[str, Result]:
+        """Run the same command on many workers (default: all) in parallel."""
+        return self.map(
+            lambda w: self.run_one(
+                w.name, argv, env=env, timeout=timeout, stdin=stdin, on_line=on_line, end_on_timeout=end_on_timeout
+            ),
+            hosts,
+        )
+
+    def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
+        """Copy one local file (or binary file object) to `remote` on many workers."""
+        return self.map(lambda w: self.put_one(w.name, local, remote), hosts)
+
+    def get(
+        self, remote: str, local_for: Callable[[WorkerRef], LocalPath], hosts: Iterable[str] | None = None
+    ) -> dict[str, Result]:
+        """Copy `remote` from many workers, each to the local path `local_for(worker)`."""
+        return self.map(lambda w: self.get_one(w.name, remote, local_for(w)), hosts)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
