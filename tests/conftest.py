@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +30,19 @@ from orchestrator.fleet import Fleet, load_fleet
 
 # Fixture modules kept next to this file.
 pytest_plugins = [name for name in ("bundle_fixtures",) if (Path(__file__).parent / f"{name}.py").exists()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the tests as it reaches an operator at a terminal.
+
+    A shell without job control starts background commands (`bash scripts/test &` in a script)
+    with SIGINT ignored; Python then installs no KeyboardInterrupt handler, orch rightly leaves an
+    ignored SIGINT ignored, and every `orch` the tests start inherits it. The interrupt tests
+    would then test the caller's choice, not orch: give the session the terminal's default.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 TEST_DIR_PREFIX = "/var/tmp/orch-test-"
 _slots = itertools.count()
