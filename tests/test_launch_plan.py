@@ -596,6 +596,25 @@ def test_an_interrupt_during_a_deferred_section_is_raised_once_it_is_done():
         signal.signal(signal.SIGINT, before)
 
 
+def test_an_interrupt_held_by_a_deferred_section_that_fails_does_not_outlive_it():
+    """The section's error ends the work; the next deferred section must not raise a stale Ctrl-C."""
+    from orchestrator.launch import signals
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        signals.interrupt_on_termination()
+
+        def failing_release():
+            deliver(signal.SIGINT)
+            raise RuntimeError("release failed")
+
+        with pytest.raises(RuntimeError, match="release failed"):
+            signals.deferred(failing_release)
+        assert signals.deferred(lambda: "next") == "next"
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_a_closed_terminal_cannot_break_the_gangs_reporting():
     from orchestrator.launch import signals
 

@@ -73,8 +73,12 @@ def deferred(fn: Callable[[], T]) -> T:
     _Shield.deferring += 1
     try:
         result = fn()
-    finally:
+    except BaseException:
         _Shield.deferring -= 1
+        if not _Shield.deferring:
+            _Shield.pending = None  # the error ends this work; the interrupt it held must not outlive it
+        raise
+    _Shield.deferring -= 1
     if not _Shield.deferring and _Shield.pending:
         what, _Shield.pending = _Shield.pending, None
         raise KeyboardInterrupt(what)
