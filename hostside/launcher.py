@@ -73,6 +73,9 @@ class Record:
             "platform": doc.get("platform"),
             "worker": doc["worker"],
             "worker_index": doc["index"],
+            "slice": doc.get("slice"),
+            "slice_id": doc.get("slice_id", 0),
+            "num_slices": doc.get("num_slices", 1),
             "process_id": doc["process_id"],
             "num_processes": doc["num_processes"],
             "coordinator": doc.get("coordinator"),
@@ -129,6 +132,11 @@ def apply_policy(doc: dict[str, Any], rec: Record) -> None:
     if early:
         raise Refusal(f"frontend(s) {', '.join(early)} imported before the runtime policy was applied")
     env = dict(doc["env"])
+    # Topology a worker's login environment holds (a stale MEGASCALE_NUM_SLICES from an earlier
+    # job) is removed: the plan sets every such variable it means, and no other.
+    inherited = sorted(v for v in doc.get("unset", []) if v in os.environ and v not in env)
+    for var in inherited:
+        del os.environ[var]
     # PYTHONPATH carried hostside for this process only; the user's value comes back.
     hostside_root = os.environ.pop("ORCH_HOSTSIDE", None)
     if "PYTHONPATH" in env:
@@ -155,6 +163,7 @@ def apply_policy(doc: dict[str, Any], rec: Record) -> None:
         "env": redact.env(env),
         "forbid": list(doc.get("forbid", [])),
         "checked_absent": sorted(set(doc.get("forbid", [])) | set(FOLKLORE)),
+        "unset_inherited": inherited,
     }
     rec.step("policy", "done", t0, f"{len(env)} variables set before any frontend import")
     if hostside_root and hostside_root in sys.path:

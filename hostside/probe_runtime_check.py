@@ -143,6 +143,8 @@ def child_environment(policy: dict[str, Any], base: dict[str, str]) -> tuple[dic
         if var in env:
             removed.append(var)
             env.pop(var)
+    for var in policy.get("unset") or []:  # inherited topology (stale MEGASCALE_*): gone, not reported
+        env.pop(var, None)
     env.update({str(k): str(v) for k, v in (policy.get("env") or {}).items()})
     # Logging only: the C++ runtime's INFO/WARNING lines carry the reasons.
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")

@@ -206,6 +206,14 @@ class Lane(_Model):
     """A named group of workers running one bundle under one policy."""
 
     slice: str | None = Field(None, description="Slice name (optional when the fleet has one slice).")
+    slices: list[str] | None = Field(
+        None,
+        description="Multislice: two or more slices of one accelerator type joined over the data-center "
+        "network, every worker of each; process ids run slice by slice (instead of 'slice').",
+    )
+    megascale_port: int = Field(
+        8081, ge=1024, le=65535, description="MEGASCALE_PORT of a multislice lane (process 0 listens on it)."
+    )
     workers: WorkerSpec | list[WorkerSpec] = Field(
         "all", description="'all', an index, a range '0-5', or a list of those."
     )
@@ -304,9 +312,13 @@ class Fleet:
         return [self.worker(n) for n in self.lane_members[name]]
 
     def lane_slice(self, name: str) -> tuple[str, Slice]:
-        lane = self.lane(name)
-        slice_name = lane.slice or next(iter(self.model.slices))
+        """The lane's (first) slice: process 0's."""
+        slice_name = self.lane_slices(name)[0]
         return slice_name, self.model.slices[slice_name]
+
+    def lane_slices(self, name: str) -> list[str]:
+        """The lane's slices in process order (one, unless the lane is multislice)."""
+        return lane_slice_names(self.model, self.lane(name))
 
     def bundle(self, name: str) -> Bundle:
         if name not in self.model.bundles:
@@ -554,6 +566,31 @@ def _resolve(
     by_slice = {s: {w.index: w for w in workers if w.slice == s} for s in model.slices}
     for lane_name, lane in model.lanes.items():
         base = ("lanes", lane_name)
+        if lane.slices is not None:
+            slice_names = _multislice_problems(model, lane_name, lane, where, problems)
+            if slice_names is None:
+                continue
+            if lane.bundle not in model.bundles:
+                ref_problem(base + ("bundle",), "bundle", lane.bundle, list(model.bundles))
+            if lane.runtime and lane.runtime not in model.runtime_profiles:
+                ref_problem(base + ("runtime",), "runtime profile", lane.runtime, list(model.runtime_profiles))
+            if lane.cache and lane.cache not in model.cache_policies:
+                ref_problem(base + ("cache",), "cache policy", lane.cache, list(model.cache_policies))
+            names = []
+            for s in slice_names:
+                for i in sorted(by_slice[s]):
+                    wname = by_slice[s][i].name
+                    if wname in owner:
+                        problems.append(
+                            f"{where(base + ('slices',))}: worker {wname} is already in lane "
+                            f"'{owner[wname]}'; a worker belongs to one lane at a time"
+                        )
+                    else:
+                        owner[wname] = lane_name
+                    names.append(wname)
+                _check_cache_policy(model, lane_name, lane, s, sorted(by_slice[s]), where, problems)
+            members[lane_name] = tuple(names)
+            continue
         if lane.slice is None and len(model.slices) > 1:
             problems.append(
                 f"{where(base)}: 'slice' is required when the fleet has several slices ({', '.join(model.slices)})"
@@ -619,6 +656,60 @@ def _resolve(
 
     workers = [WorkerRef(**{**w.__dict__, "lane": owner.get(w.name)}) for w in workers]
     return workers, members
+
+
+def lane_slice_names(model: FleetModel, lane: Lane) -> list[str]:
+    """A lane's slices in process order."""
+    if lane.slices:
+        return list(lane.slices)
+    return [lane.slice or next(iter(model.slices))]
+
+
+def _multislice_problems(
+    model: FleetModel, lane_name: str, lane: Lane, where: Callable[[tuple[Any, ...]], str], problems: list[str]
+) -> list[str] | None:
+    """A multislice lane's slices, or None after adding why it cannot run as one gang."""
+    base = ("lanes", lane_name)
+    slices = lane.slices or []
+    before = len(problems)
+    if lane.slice is not None:
+        problems.append(f"{where(base + ('slice',))}: give 'slice' or 'slices', not both")
+    if lane.workers != "all":
+        problems.append(
+            f"{where(base + ('workers',))}: a multislice lane takes every worker of each slice; "
+            f"drop 'workers' (or use 'slice' and 'workers' for part of one slice)"
+        )
+    if len(slices) < 2:
+        problems.append(
+            f"{where(base + ('slices',))}: a multislice lane needs two or more slices, got {len(slices)}; "
+            f"use 'slice: NAME' for one"
+        )
+    dupes = sorted({s for s in slices if slices.count(s) > 1})
+    if dupes:
+        problems.append(f"{where(base + ('slices',))}: slice {', '.join(dupes)} is listed twice")
+    for i, s in enumerate(slices):
+        if s not in model.slices:
+            known = list(model.slices)
+            problems.append(
+                f"{where(base + ('slices', i))}: no slice '{s}'{did_you_mean(s, known)} (defined: {', '.join(known)})"
+            )
+    if len(problems) > before:
+        return None
+    kinds = {s: model.slices[s].accelerator_type for s in slices}
+    if len(set(kinds.values())) > 1:
+        listed = ", ".join(f"{s}: {k or 'unset'}" for s, k in kinds.items())
+        problems.append(
+            f"{where(base + ('slices',))}: the slices of multislice lane '{lane_name}' differ in accelerator "
+            f"type ({listed}); one gang spans slices of one type and shape"
+        )
+    sizes = {s: len(model.slices[s].workers) for s in slices}
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{s}: {n} worker{'s' if n != 1 else ''}" for s, n in sizes.items())
+        problems.append(
+            f"{where(base + ('slices',))}: the slices of multislice lane '{lane_name}' differ in size "
+            f"({listed}); every slice runs one process per host of the same shape"
+        )
+    return None if len(problems) > before else list(slices)
 
 
 def _check_cache_policy(

@@ -164,11 +164,11 @@ def sandbox_slot(workers: int) -> tuple[Path, str]:
     raise RuntimeError(f"no free loopback addresses under 127.{second}.*.*")
 
 
-def start_sandbox(workers: int, lanes=None) -> SliceHandle:
-    """Bring up a sandbox in a fresh slot (the caller takes it down)."""
-    directory, base = sandbox_slot(workers)
+def start_sandbox(workers: int, lanes=None, slices: int = 1) -> SliceHandle:
+    """Bring up a sandbox in a fresh slot (the caller takes it down); `workers` per slice."""
+    directory, base = sandbox_slot(workers * slices)
     try:
-        state = sandbox.up(directory, workers, lanes, base)
+        state = sandbox.up(directory, workers, lanes, base, slices=slices)
     except BaseException:
         sandbox.down(directory)
         raise
@@ -207,8 +207,8 @@ class SandboxFactory:
     def __init__(self):
         self.dirs: list[Path] = []
 
-    def __call__(self, workers: int = 2, lanes=None) -> SliceHandle:
-        handle = start_sandbox(workers, lanes)
+    def __call__(self, workers: int = 2, lanes=None, slices: int = 1) -> SliceHandle:
+        handle = start_sandbox(workers, lanes, slices)
         self.dirs.append(handle.dir)
         return handle
 
@@ -226,7 +226,7 @@ class SandboxFactory:
 
 @pytest.fixture
 def make_sandbox():
-    """`make_sandbox(workers=2, lanes=None)` -> SliceHandle; `.slot(n)` -> (dir, base address).
+    """`make_sandbox(workers=2, lanes=None, slices=1)` -> SliceHandle; `.slot(n)` -> (dir, base address).
 
     Everything it made is taken down when the test ends.
     """

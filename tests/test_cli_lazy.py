@@ -71,5 +71,5 @@ def test_the_sandbox_help_shows_the_sandboxs_real_defaults():
     from orchestrator import sandbox
     from orchestrator.cli import sandbox_cmd
 
-    for name in ("DIR_ENV", "DEFAULT_DIR", "DEFAULT_BASE_ADDRESS", "READY_TIMEOUT", "MAX_WORKERS"):
+    for name in ("DIR_ENV", "DEFAULT_DIR", "DEFAULT_BASE_ADDRESS", "READY_TIMEOUT", "MAX_WORKERS", "MAX_SLICES"):
         assert getattr(sandbox_cmd, name) == getattr(sandbox, name), name

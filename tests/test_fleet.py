@@ -64,7 +64,7 @@ def test_a_misspelled_bundle_name_is_suggested_with_file_line_and_path():
 def test_a_misspelled_lane_key_is_suggested():
     assert problems_of(edit("platform: cpu}", "platfrom: cpu}")) == [
         "fleet.yaml:17 lanes.validation.platfrom: unknown key 'platfrom'; did you mean 'platform'? "
-        "(expected one of: bundle, cache, platform, runtime, slice, workers)"
+        "(expected one of: bundle, cache, megascale_port, platform, runtime, slice, slices, workers)"
     ]
 
 

@@ -19,6 +19,7 @@ DEFAULT_DIR = "/var/tmp/orch-sandbox"
 DEFAULT_BASE_ADDRESS = "127.0.1.1"
 READY_TIMEOUT = 20.0
 MAX_WORKERS = 256
+MAX_SLICES = 8
 
 DIR_OPTION = click.option(
     "--dir",
@@ -40,7 +41,21 @@ def sandbox_group() -> None:
 
 
 @sandbox_group.command()
-@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), required=True, metavar="N", help="Number of workers.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, MAX_WORKERS),
+    required=True,
+    metavar="N",
+    help="Number of workers (per slice, with --slices).",
+)
+@click.option(
+    "--slices",
+    type=click.IntRange(1, MAX_SLICES),
+    default=1,
+    show_default=True,
+    metavar="K",
+    help="Slices of N workers each, joined by one multislice lane cpu (MEGASCALE over loopback).",
+)
 @DIR_OPTION
 @click.option(
     "--lane",
@@ -64,11 +79,11 @@ def sandbox_group() -> None:
     metavar="S",
     help="Seconds to wait for every sshd to answer.",
 )
-def up(workers: int, dir_: str | None, lanes: tuple[str, ...], base_address: str, timeout: float) -> None:
+def up(workers: int, slices: int, dir_: str | None, lanes: tuple[str, ...], base_address: str, timeout: float) -> None:
     """Start the workers and write DIR/fleet.yaml."""
     from orchestrator import sandbox
 
-    state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout)
+    state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout, slices=slices)
     first, last = state.workers[0].address, state.workers[-1].address
     span = first if first == last else f"{first}-{last}"
     if state.restarted:

@@ -31,7 +31,7 @@ from orchestrator.launch.control import OutputFn, ReportFn, collect_records, qui
 from orchestrator.launch.driver import monitor
 from orchestrator.launch.outcome import LaunchOutcome
 from orchestrator.launch.plan import LaunchPlan, with_ports
-from orchestrator.launch.preflight import preflight
+from orchestrator.launch.preflight import preflight, reach
 from orchestrator.launch.signals import interruption, shielded
 from orchestrator.launch.timing import DEFAULT_GRACE, LaunchTiming
 from orchestrator.launch.workdir import sync_workdir
@@ -97,6 +97,14 @@ def prepare(
         )
         plan = with_ports(plan, pf.suggested_ports[0])
         record.save_plan(plan)
+    if plan.multislice:
+        blocked = reach(plan, transport)
+        if blocked:
+            record.update(state="refused", problems=blocked)
+            raise LaunchError(
+                f"preflight refused run {plan.run_id} on lane '{plan.lane}': the gang's ports are not "
+                f"reachable:\n  - " + "\n  - ".join(blocked)
+            )
     bundle = next(iter(pf.bundles.values()), None)
     record.update(state="starting", bundle_env=bundle)
     report(

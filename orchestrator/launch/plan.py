@@ -31,7 +31,7 @@ from orchestrator.cache import launch_cache
 from orchestrator.errors import ConfigError, LaunchError
 from orchestrator.fleet import Fleet
 from orchestrator.launch.timing import DEFAULT_GRACE, DEFAULT_START_TIMEOUT
-from orchestrator.policy import runtime_policy
+from orchestrator.policy import TOPOLOGY_VARS, runtime_policy
 
 SCHEMA_VERSION = 1
 PORT_BASE = 20000
@@ -102,11 +102,13 @@ class ProcessPlan:
     python: str
     run_dir: str
     env: Mapping[str, str]
+    slice: str = ""  # the worker's slice (records before multislice lanes have none)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "process_id": self.process_id,
             "worker": self.worker,
+            "slice": self.slice,
             "index": self.index,
             "address": self.address,
             "python": self.python,
@@ -139,10 +141,20 @@ class LaunchPlan:
     forbid: tuple[str, ...]
     cache: Mapping[str, object]
     processes: tuple[ProcessPlan, ...]
+    slices: tuple[str, ...] = ()  # every slice of the lane in process order; () reads as (slice,)
+    megascale_port: int | None = None  # multislice lanes only
 
     @property
     def num_processes(self) -> int:
         return len(self.processes)
+
+    @property
+    def all_slices(self) -> tuple[str, ...]:
+        return self.slices or (self.slice,)
+
+    @property
+    def multislice(self) -> bool:
+        return len(self.all_slices) > 1
 
     @property
     def coordinator(self) -> str:
@@ -172,6 +184,9 @@ class LaunchPlan:
             "profile": self.profile,
             "worker": p.worker,
             "index": p.index,
+            "slice": p.slice or self.slice,
+            "slice_id": self.all_slices.index(p.slice) if p.slice in self.all_slices else 0,
+            "num_slices": len(self.all_slices),
             "process_id": p.process_id,
             "num_processes": self.num_processes,
             "coordinator": self.coordinator,
@@ -180,6 +195,8 @@ class LaunchPlan:
             "python": p.python,
             "cwd": self.workdir.remote if self.workdir else None,
             "env": dict(p.env),
+            # inherited topology a worker's login environment may hold: removed before `env` is set
+            "unset": [v for v in TOPOLOGY_VARS if v not in p.env],
             "forbid": list(self.forbid),
             "frontends": list(self.frontends),
             "contract": [c.to_dict() for c in self.contract],
@@ -198,6 +215,8 @@ class LaunchPlan:
             "name": self.name,
             "lane": self.lane,
             "slice": self.slice,
+            "slices": list(self.all_slices),
+            "megascale_port": self.megascale_port,
             "bundle": self.bundle,
             "platform": self.platform,
             "profile": self.profile,
@@ -248,6 +267,8 @@ class LaunchPlan:
             forbid=tuple(doc["forbid"]),
             cache=doc.get("cache", {}),
             processes=tuple(ProcessPlan(**p) for p in doc["processes"]),
+            slices=tuple(doc.get("slices") or (doc["slice"],)),
+            megascale_port=doc.get("megascale_port"),
         )
 
 
@@ -337,7 +358,7 @@ def plan_launch(
     workers = fleet.lane_workers(lane)
     if not workers:
         raise ConfigError(f"{fleet.path.name}: lane '{lane}' has no workers")
-    slice_name, _ = fleet.lane_slice(lane)
+    slices = fleet.lane_slices(lane)
     bundle = fleet.bundle(lane_model.bundle)
     profile = fleet.runtime_profile(lane)
     target = parse_target(argv)
@@ -371,6 +392,7 @@ def plan_launch(
                 python=layout.active_python(lane),
                 run_dir=layout.run_dir(run_id),
                 env=env,
+                slice=w.slice,
             )
         )
     frontends = bundle_frontends(bundle.pins)
@@ -378,7 +400,7 @@ def plan_launch(
         run_id=run_id,
         name=name,
         lane=lane,
-        slice=slice_name,
+        slice=slices[0],
         bundle=lane_model.bundle,
         platform=lane_model.platform,
         profile=lane_model.runtime,
@@ -395,6 +417,8 @@ def plan_launch(
         forbid=forbid,
         cache=launch_cache(fleet, lane),
         processes=tuple(processes),
+        slices=tuple(slices),
+        megascale_port=lane_model.megascale_port if len(slices) > 1 else None,
     )
 
 
@@ -465,8 +489,14 @@ def render_plan(plan: LaunchPlan) -> str:
     python = procs[0].python if all(p.python == procs[0].python for p in procs) else "(per process, below)"
     lines = [
         f"run          {plan.run_id}" + (f"  (name {plan.name})" if plan.name else ""),
-        f"lane         {plan.lane}: bundle {plan.bundle}, platform {plan.platform}, slice {plan.slice}, "
-        f"{plan.num_processes} processes",
+        f"lane         {plan.lane}: bundle {plan.bundle}, platform {plan.platform}, "
+        + (
+            f"{len(plan.all_slices)} slices {', '.join(plan.all_slices)} (multislice, MEGASCALE port "
+            f"{plan.megascale_port}), "
+            if plan.multislice
+            else f"slice {plan.slice}, "
+        )
+        + f"{plan.num_processes} processes",
         f"program      {' '.join(plan.target.argv())}",
         f"python       {python}",
         "cwd          "
@@ -494,7 +524,8 @@ def render_plan(plan: LaunchPlan) -> str:
     lines += [f"  {k}={v}" for k, v in sorted(common.items())]
     lines += ["", "processes:"]
     for p in procs:
-        lines.append(f"  {p.process_id}  {p.worker}  {p.address}  run dir {p.run_dir}")
+        where = f"  slice {p.slice}" if plan.multislice else ""
+        lines.append(f"  {p.process_id}  {p.worker}  {p.address}{where}  run dir {p.run_dir}")
         if python.startswith("("):
             lines.append(f"     python {p.python}")
         lines.append("     " + " ".join(f"{k}={p.env[k]}" for k in varying))

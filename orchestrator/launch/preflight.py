@@ -204,3 +204,62 @@ def owner_hint(holder: Doc) -> str:
     if run:
         return f"; it is a process of orch run {run}: end it with `orch stop {run}` or launch with --reclaim"
     return "; not started by orch, so --reclaim leaves it alone: end it yourself if it is stale"
+
+
+REACH_DEADLINE = 5.0  # seconds a peer keeps trying to connect
+REACH_LISTEN_SLACK = 2.0  # the listener waits this much longer, for peers whose SSH session started late
+
+
+def reach(plan: LaunchPlan, transport: Transport, *, deadline: float = REACH_DEADLINE) -> list[str]:
+    """Every worker proves it can connect to process 0's coordinator and MEGASCALE ports (problems, or [])."""
+    ports = reach_ports(plan)
+    first = plan.processes[0]
+    targets = [f"{first.address}:{port}" for port, _ in ports]
+
+    def one(worker: WorkerRef) -> Result:
+        if worker.name == first.worker:
+            args = [arg for port, _ in ports for arg in ("--listen", str(port))]
+            args += ["--expect", str(plan.num_processes - 1), "--deadline", f"{deadline + REACH_LISTEN_SLACK:g}"]
+        else:
+            args = [arg for target in targets for arg in ("--connect", target)]
+            args += ["--deadline", f"{deadline:g}"]
+        return run_hostside(transport, worker, "launch_reach", args, timeout=deadline + 30)
+
+    results = transport.map(one, plan.workers)
+    return reach_verdict(plan, {name: Reply(reply(res), res.describe()) for name, res in results.items()}, deadline)
+
+
+def reach_ports(plan: LaunchPlan) -> list[tuple[int, str]]:
+    """(port, what it is) that every process must reach on process 0."""
+    ports = [(plan.coordinator_port, "JAX coordinator")]
+    if plan.megascale_port is not None:
+        ports.append((plan.megascale_port, "MEGASCALE"))
+    return ports
+
+
+def reach_verdict(plan: LaunchPlan, replies: Mapping[str, Reply], deadline: float) -> list[str]:
+    """What blocks the gang's own network paths, per worker and port (pure)."""
+    names = dict(reach_ports(plan))
+    first = plan.processes[0]
+    problems = []
+    for name, r in replies.items():
+        if r.doc is None:
+            problems.append(f"{name}: the network check did not run: {r.failure}")
+            continue
+        for err in r.doc.get("listen_errors") or []:
+            what = names.get(err.get("port"), "gang")
+            problems.append(
+                f"{name}: cannot listen on the {what} port {err.get('port')} ({err.get('error')}); "
+                f"something else holds it on process 0's worker"
+            )
+        for hit in r.doc.get("reached") or []:
+            if hit.get("ok"):
+                continue
+            port = int(str(hit.get("target", "")).rpartition(":")[2] or 0)
+            what = names.get(port, "gang")
+            problems.append(
+                f"{name}: cannot reach the {what} port {hit.get('target')} on {first.worker} "
+                f"within {deadline:g}s ({hit.get('error')}); layer network: a firewall rule or route "
+                f"between the workers blocks it (the run would hang in initialisation)"
+            )
+    return problems

@@ -47,6 +47,7 @@ from orchestrator.sandbox.spec import (
     DEFAULT_BASE_ADDRESS,
     DEFAULT_DIR,
     DIR_ENV,
+    MAX_SLICES,
     MAX_WORKERS,
     PLATFORMS,
     PORT,
@@ -60,8 +61,10 @@ from orchestrator.sandbox.spec import (
     parse_lane_spec,
     plan_lanes,
     sandbox_dir,
+    slice_names,
     worker_addresses,
     worker_name,
+    worker_names,
 )
 from orchestrator.sandbox.state import (
     DownResult,
@@ -77,6 +80,7 @@ __all__ = [
     "DEFAULT_BASE_ADDRESS",
     "DEFAULT_DIR",
     "DIR_ENV",
+    "MAX_SLICES",
     "MAX_WORKERS",
     "PLATFORMS",
     "PORT",
@@ -111,5 +115,7 @@ __all__ = [
     "up",
     "worker_addresses",
     "worker_name",
+    "worker_names",
+    "slice_names",
     "worker_processes",
 ]

@@ -20,7 +20,7 @@ from pathlib import Path
 import orchestrator.sandbox.sshd as sshd
 from hostside.files import write_atomic
 from orchestrator.sandbox.fleetfile import known_hosts_name, render_fleet
-from orchestrator.sandbox.spec import SHARED_MOUNT, WORKER_ROOT, LaneSpec, worker_name
+from orchestrator.sandbox.spec import SHARED_MOUNT, WORKER_ROOT, LaneSpec, worker_names
 from orchestrator.sandbox.state import STATE_FILE
 
 OWNED_FILES = (STATE_FILE, "fleet.yaml", "known_hosts", "authorized_keys", "id_ed25519", "id_ed25519.pub", "hosts")
@@ -28,7 +28,7 @@ OWNED_DIRS = ("workers", "shared")
 HOST_KEY = "ssh_host_ed25519_key"
 
 
-def prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], port: int) -> None:
+def prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], port: int, slices: int = 1) -> None:
     """Keys, known_hosts, authorized_keys, worker directories and configs, fleet.yaml."""
     for mount_point in (WORKER_ROOT, SHARED_MOUNT, sshd.PRIVSEP_DIR):
         os.makedirs(mount_point, exist_ok=True)
@@ -38,8 +38,9 @@ def prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], port
     _write(dir / "authorized_keys", f"{client} orch-sandbox-client\n", 0o600)
     version = sshd.sshd_version()
     known = []
-    for index, address in enumerate(addresses):
-        host = _prepare_worker(dir, worker_name(index), address, port, version)
+    names = worker_names(len(addresses), slices)
+    for name, address in zip(names, addresses, strict=True):
+        host = _prepare_worker(dir, name, address, port, version)
         known.append(f"{known_hosts_name(address, port)} {host}")
     _write(dir / "known_hosts", "\n".join(known) + "\n")
     # Like a slice's VPC DNS: every worker resolves every worker's hostname
@@ -47,10 +48,10 @@ def prepare(dir: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], port
     _write(
         dir / "hosts",
         "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
-        + "".join(f"{a} {worker_name(i)}\n" for i, a in enumerate(addresses)),
+        + "".join(f"{a} {name}\n" for name, a in zip(names, addresses, strict=True)),
     )
-    sshd.check_config(dir / "workers" / worker_name(0) / "sshd_config")
-    _write(dir / "fleet.yaml", render_fleet(dir, addresses, lanes, port))
+    sshd.check_config(dir / "workers" / names[0] / "sshd_config")
+    _write(dir / "fleet.yaml", render_fleet(dir, addresses, lanes, port, slices))
 
 
 def _prepare_worker(dir: Path, name: str, address: str, port: int, version: tuple[int, int] | None) -> str:

@@ -13,9 +13,9 @@ from orchestrator.sandbox.spec import (
     PORT,
     RUNTIME_PROFILES,
     SHARED_MOUNT,
-    SLICE,
     WORKER_ROOT,
     LaneSpec,
+    slice_names,
 )
 
 
@@ -30,10 +30,20 @@ def _c(text: str, comment: str) -> str:
 
 
 def render_fleet(
-    dir: str | os.PathLike[str], addresses: Sequence[str], lanes: Sequence[LaneSpec], port: int = PORT
+    dir: str | os.PathLike[str],
+    addresses: Sequence[str],
+    lanes: Sequence[LaneSpec],
+    port: int = PORT,
+    slices: int = 1,
 ) -> str:
     """The sandbox's fleet.yaml text (paths relative to the file)."""
-    sections = (_slice(dir, addresses, port), _bundles(), _runtime_profiles(), _cache_policies(), _lanes(lanes))
+    sections = (
+        _slice(dir, addresses, port, slices),
+        _bundles(),
+        _runtime_profiles(),
+        _cache_policies(),
+        _lanes(lanes, slices),
+    )
     return "\n".join(line for section in sections for line in section) + "\n"
 
 
@@ -42,8 +52,10 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def _slice(dir: str | os.PathLike[str], addresses: Sequence[str], port: int) -> list[str]:
+def _slice(dir: str | os.PathLike[str], addresses: Sequence[str], port: int, slices: int) -> list[str]:
     n = len(addresses)
+    per = n // slices
+    names = slice_names(slices)
     lines = [
         f"# Local pod slice written by `orch sandbox up` in {dir}.",
         f"# {n} real sshd worker(s) on loopback, each in its own mount + UTS namespace: own",
@@ -57,19 +69,23 @@ def _slice(dir: str | os.PathLike[str], addresses: Sequence[str], port: int) -> 
         "  connect_timeout: 5",
         "",
         "slices:",
-        f"  {SLICE}:",
-        _c(f"    accelerator_type: v6e-{CHIPS_PER_WORKER * n}", "nominal: no TPU chips here"),
-        f"    root: {WORKER_ROOT}",
-        _c(f"    shared_dir: {SHARED_MOUNT}", "stand-in for a Filestore/NFS mount"),
-        _c("    python: python3", "Debian's /usr/bin/python3 inside a worker"),
-        "    user: root",
-        "    identity_file: id_ed25519",
-        _c("    skip_metadata_query: true", "off-GCE: libtpu must not wait for a metadata server"),
     ]
-    if port != 22:
-        lines.append(f"    port: {port}")
-    lines.append("    workers:")
-    lines += [f"      - {{index: {i}, address: {a}}}" for i, a in enumerate(addresses)]
+    for s, name in enumerate(names):
+        lines += [
+            f"  {name}:",
+            _c(f"    accelerator_type: v6e-{CHIPS_PER_WORKER * per}", "nominal: no TPU chips here"),
+            f"    root: {WORKER_ROOT}",
+            _c(f"    shared_dir: {SHARED_MOUNT}", "stand-in for a Filestore/NFS mount"),
+            _c("    python: python3", "Debian's /usr/bin/python3 inside a worker"),
+            "    user: root",
+            "    identity_file: id_ed25519",
+            _c("    skip_metadata_query: true", "off-GCE: libtpu must not wait for a metadata server"),
+        ]
+        if port != 22:
+            lines.append(f"    port: {port}")
+        lines.append("    workers:")
+        chunk = addresses[s * per : (s + 1) * per]
+        lines += [f"      - {{index: {i}, address: {a}}}" for i, a in enumerate(chunk)]
     return lines
 
 
@@ -106,8 +122,18 @@ def _cache_policies() -> list[str]:
     ]
 
 
-def _lanes(lanes: Sequence[LaneSpec]) -> list[str]:
+def _lanes(lanes: Sequence[LaneSpec], slices: int) -> list[str]:
     lines = ["", "lanes:"]
+    if slices > 1:
+        (lane,) = lanes
+        return lines + [
+            f"  {lane.name}:",
+            _c(f"    slices: [{', '.join(slice_names(slices))}]", "one gang across every slice (multislice)"),
+            f"    bundle: {lane.bundle}",
+            f"    runtime: {lane.platform}",
+            "    cache: per-host",
+            f"    platform: {lane.platform}",
+        ]
     start = 0
     for lane in lanes:
         end = start + lane.count - 1

@@ -17,13 +17,13 @@ from orchestrator.sandbox.spec import (
     DEFAULT_BASE_ADDRESS,
     PORT,
     READY_TIMEOUT,
-    SLICE,
     LaneSpec,
     Shape,
     check_dir,
     plan_lanes,
+    slice_names,
     worker_addresses,
-    worker_name,
+    worker_names,
 )
 from orchestrator.sandbox.state import (
     DownResult,
@@ -45,16 +45,21 @@ def up(
     *,
     port: int = PORT,
     timeout: float = READY_TIMEOUT,
+    slices: int = 1,
 ) -> SandboxState:
     """Start a local slice of `workers` sshd workers in `dir` and write `dir/fleet.yaml`.
 
+    With `slices` > 1 there are that many slices of `workers` each, on
+    consecutive address ranges, joined by one multislice lane.
     Running it again with the same shape changes nothing (workers found dead
     are started again); a different shape is refused until `down`.
     """
     path = check_dir(dir)
-    addresses = worker_addresses(base_address, workers)
-    specs = plan_lanes(workers, lanes)
-    shape = Shape(workers, specs, base_address, port)
+    names = slice_names(slices)
+    total = workers * slices
+    addresses = worker_addresses(base_address, total)
+    specs = plan_lanes(total, lanes, slices)
+    shape = Shape(total, specs, base_address, port, slices)
     machine.preflight()
     path.mkdir(parents=True, exist_ok=True)
     with locked(path):
@@ -69,13 +74,14 @@ def up(
         _teardown(path, state)
         machine.check_addresses(addresses, port, workers)
         try:
-            started = _start(path, addresses, specs, port, timeout)
+            started = _start(path, addresses, specs, port, timeout, slices)
         except BaseException:
             _teardown(path, read_state(path))
             raise
         state = SandboxState(
             dir=str(path),
-            slice=SLICE,
+            slice=names[0],
+            slices=slices,
             base_address=base_address,
             port=port,
             lanes=specs,
@@ -88,12 +94,14 @@ def up(
 
 
 def _start(
-    path: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], port: int, timeout: float
+    path: Path, addresses: Sequence[str], lanes: Sequence[LaneSpec], port: int, timeout: float, slices: int
 ) -> list[WorkerState]:
-    files.prepare(path, addresses, lanes, port)
-    for index, address in enumerate(addresses):
-        sshd.start_worker(path, worker_name(index), address, port)
-    return sshd.wait_ready(path, {worker_name(i): (i, a) for i, a in enumerate(addresses)}, port, timeout)
+    files.prepare(path, addresses, lanes, port, slices)
+    names = worker_names(len(addresses), slices)
+    for name, address in zip(names, addresses, strict=True):
+        sshd.start_worker(path, name, address, port)
+    wanted = {name: (i, a) for i, (name, a) in enumerate(zip(names, addresses, strict=True))}
+    return sshd.wait_ready(path, wanted, port, timeout)
 
 
 def _restart_dead(dir: Path, state: SandboxState, timeout: float) -> SandboxState:

@@ -26,6 +26,7 @@ SHARED_MOUNT = "/mnt/orch-shared"
 WORKER_HOME = "/root"
 READY_TIMEOUT = 20.0
 MAX_WORKERS = 256
+MAX_SLICES = 8
 CHIPS_PER_WORKER = 4  # v6e hosts carry 4 chips each; only the name uses it here
 
 # Paths a worker rebinds to private copies (or the shared dir): the sandbox
@@ -92,10 +93,12 @@ class Shape:
     lanes: tuple[LaneSpec, ...]
     base_address: str
     port: int
+    slices: int = 1
 
     def __str__(self) -> str:
+        across = f" in {self.slices} slices" if self.slices > 1 else ""
         return (
-            f"{self.workers} worker(s) from {self.base_address}:{self.port}, "
+            f"{self.workers} worker(s){across} from {self.base_address}:{self.port}, "
             f"lanes {' '.join(str(lane) for lane in self.lanes)}"
         )
 
@@ -127,6 +130,19 @@ def check_dir(value: str | os.PathLike[str]) -> Path:
 def worker_name(index: int) -> str:
     """The name (and hostname) of worker `index`: `slice-w3`."""
     return f"{SLICE}-w{index}"
+
+
+def slice_names(slices: int) -> list[str]:
+    """The sandbox's slice names: `slice` alone, or `slice-a`, `slice-b`, ... for a multislice sandbox."""
+    if not 1 <= slices <= MAX_SLICES:
+        raise SandboxError(f"--slices {slices}: expected 1 to {MAX_SLICES}")
+    return [SLICE] if slices == 1 else [f"{SLICE}-{chr(ord('a') + i)}" for i in range(slices)]
+
+
+def worker_names(workers: int, slices: int = 1) -> list[str]:
+    """Every worker's name (and hostname), slice by slice: `slice-a-w0`, `slice-a-w1`, `slice-b-w0`, ..."""
+    per = workers // slices
+    return [f"{name}-w{i}" for name in slice_names(slices) for i in range(per)]
 
 
 def worker_addresses(base_address: str, workers: int) -> list[str]:
@@ -177,8 +193,15 @@ def parse_lane_spec(text: str) -> LaneSpec:
     return LaneSpec(name=name, count=int(count), platform=platform, bundle=bundle)
 
 
-def plan_lanes(workers: int, lanes: Sequence[LaneSpec | str] | None) -> tuple[LaneSpec, ...]:
-    """The sandbox's lanes: one `cpu` lane over all workers by default, else the given split."""
+def plan_lanes(workers: int, lanes: Sequence[LaneSpec | str] | None, slices: int = 1) -> tuple[LaneSpec, ...]:
+    """The sandbox's lanes: one `cpu` lane over all workers by default, else the given split.
+
+    A multislice sandbox has exactly that one lane, across every slice.
+    """
+    if slices > 1 and lanes:
+        raise SandboxError(
+            "--lane splits the workers of one slice; a sandbox with --slices has one multislice lane, cpu"
+        )
     if not lanes:
         return (LaneSpec(name="cpu", count=workers, platform="cpu", bundle="jax-cpu"),)
     specs = tuple(lane if isinstance(lane, LaneSpec) else parse_lane_spec(lane) for lane in lanes)

@@ -37,6 +37,9 @@ def sshd_config(dir: Path, name: str, address: str, port: int, sshd_version: tup
         "KbdInteractiveAuthentication no",
         "UsePAM no",
         "PermitRootLogin prohibit-password",
+        # A worker's login environment may carry variables (~/.ssh/environment),
+        # as real workers' do: stale ones are what the launcher must not inherit.
+        "PermitUserEnvironment yes",
         "PidFile none",
         "StrictModes no",
         "Subsystem sftp internal-sftp",

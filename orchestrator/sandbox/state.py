@@ -50,12 +50,13 @@ class SandboxState:
     workers: tuple[WorkerState, ...]
     fleet_path: str
     started_at: float
+    slices: int = 1
     already_running: bool = False  # `up` found this sandbox running with the same shape
     restarted: tuple[str, ...] = ()  # workers `up` found dead and started again
 
     @property
     def shape(self) -> Shape:
-        return Shape(len(self.workers), self.lanes, self.base_address, self.port)
+        return Shape(len(self.workers), self.lanes, self.base_address, self.port, self.slices)
 
     def worker(self, ref: str | int) -> WorkerState:
         """A worker by name (`slice-w2`) or index (2), or SandboxError naming the choices."""
@@ -87,6 +88,7 @@ class SandboxState:
             "workers": [asdict(w) for w in self.workers],
             "fleet_path": self.fleet_path,
             "started_at": self.started_at,
+            "slices": self.slices,
         }
 
     @classmethod
@@ -100,6 +102,7 @@ class SandboxState:
             workers=tuple(WorkerState(**w) for w in doc["workers"]),
             fleet_path=doc["fleet_path"],
             started_at=doc["started_at"],
+            slices=int(doc.get("slices", 1)),
         )
 
 
