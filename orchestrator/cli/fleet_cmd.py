@@ -1,4 +1,4 @@
-"""`orch fleet validate|show|schema|import-gcloud`."""
+"""`orch fleet validate|show|schema|import-gcloud|trust`."""
 
 from __future__ import annotations
 
@@ -61,6 +61,72 @@ def show(obj: Context, as_json: bool) -> None:
             (lane.cache or "") if lane else "",
         )
     Console().print(table)
+
+
+@fleet.command()
+@click.argument("workers", nargs=-1, required=True, metavar="WORKER...")
+@click.option("--yes", is_flag=True, help="Record without asking (after verifying the fingerprints another way).")
+@click.option(
+    "--fingerprint",
+    "expected",
+    multiple=True,
+    metavar="SHA256:...",
+    help="Record only if the worker offers this fingerprint (repeat for several workers).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (what was offered and recorded).")
+@click.pass_obj
+def trust(obj: Context, workers: tuple[str, ...], yes: bool, expected: tuple[str, ...], as_json: bool) -> None:
+    """Record the host key a re-created worker offers now, after showing it: never automatic.
+
+    WORKER is a name, glob or index range, as --workers takes. Only the key
+    exchange runs (no login, no command on a host not yet trusted); each
+    worker's old entries in known_hosts are replaced, every other line is kept.
+    """
+    from orchestrator.errors import HostKeyError
+    from orchestrator.transport import trust as trusting
+
+    f = obj.fleet()
+    chosen = f.select(workers=",".join(workers))
+    known_hosts = obj.transport(chosen).known_hosts_path
+    offered = [
+        trusting.scan(w, known_hosts, timeout=obj.connect_timeout or f.model.ssh.connect_timeout) for w in chosen
+    ]
+    unmatched = [o for o in offered if expected and o.fingerprint not in expected]
+    new = [o for o in offered if not o.already_trusted and o not in unmatched]
+    if not as_json:
+        for o in offered:
+            was = ", ".join(o.known) if o.known else "nothing (unknown host)"
+            state = "already trusted" if o.already_trusted else "CHANGED" if o.changed else "new"
+            click.echo(
+                f"{o.worker} ({o.known_name}): offers {o.key_type} {o.fingerprint}; known_hosts has {was}: {state}"
+            )
+    if unmatched:
+        raise HostKeyError(
+            "refusing to record: "
+            + "; ".join(f"{o.worker} offers {o.fingerprint}, not a --fingerprint given" for o in unmatched),
+            hint="the key is not the one you verified: find out why before trusting it",
+        )
+    if new and not yes and not expected:
+        if as_json or not click.confirm(f"Record {len(new)} key(s) in {known_hosts}?", default=False, err=True):
+            raise HostKeyError(
+                "nothing recorded",
+                hint="verify the fingerprints out of band, then answer yes, pass --yes, or pass --fingerprint",
+            )
+    if new:
+        trusting.record(known_hosts, new)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "known_hosts": str(known_hosts),
+                    "offered": [o.to_dict() for o in offered],
+                    "recorded": [o.worker for o in new],
+                },
+                indent=2,
+            )
+        )
+    elif new:
+        click.echo(f"recorded {len(new)} key(s) in {known_hosts}: {', '.join(o.worker for o in new)}", err=True)
 
 
 @fleet.command()

@@ -1,4 +1,4 @@
-"""`orch sandbox up|down|status|pause|resume|kill`: the local pod slice."""
+"""`orch sandbox up|down|status|pause|resume|kill|replace`: the local pod slice."""
 
 from __future__ import annotations
 
@@ -173,3 +173,19 @@ _fault_command(
 )
 _fault_command("resume", "resumed", "SIGCONT a paused worker. W is a name or index.")
 _fault_command("kill", "killed", "SIGKILL a worker's sshd and everything on it: a dead host. W is a name or index.")
+
+
+@sandbox_group.command("replace")
+@click.argument("worker", metavar="W")
+@DIR_OPTION
+def replace_(worker: str, dir_: str | None) -> None:
+    """Re-create worker W as the cloud re-creates a preempted VM: same address, new host key, empty disk.
+
+    Clients refuse it until `orch fleet trust W`; `orch deploy` then sends it only what it lacks.
+    """
+    from orchestrator import sandbox
+
+    state = sandbox.load_state(sandbox.sandbox_dir(dir_))
+    name = state.worker(worker).name
+    public = sandbox.replace(sandbox.sandbox_dir(dir_), worker)
+    click.echo(f"{name} replaced: new host key {public.split()[0]}, empty orch root, home and /tmp")

@@ -34,10 +34,10 @@ Modules:
 - `namespaces`  which processes run on a worker, and stopping them (/proc);
 - `machine`     can this machine run a sandbox; are the addresses free;
 - `lifecycle`   `up`, `down`, `status`;
-- `faults`      `pause`, `resume`, `kill`, `regenerate_host_key`.
+- `faults`      `pause`, `resume`, `kill`, `regenerate_host_key`, `replace`.
 """
 
-from orchestrator.sandbox.faults import host_key, kill, pause, regenerate_host_key, resume
+from orchestrator.sandbox.faults import host_key, kill, pause, regenerate_host_key, replace, resume
 from orchestrator.sandbox.fleetfile import known_hosts_name, render_fleet
 from orchestrator.sandbox.lifecycle import down, load_state, status, up
 from orchestrator.sandbox.machine import addresses_free, preflight
@@ -108,6 +108,7 @@ __all__ = [
     "plan_lanes",
     "preflight",
     "regenerate_host_key",
+    "replace",
     "render_fleet",
     "resume",
     "sandbox_dir",

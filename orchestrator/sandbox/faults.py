@@ -3,12 +3,15 @@
 - `pause`: SIGSTOP everything on it, a hung host (TCP still connects, nothing answers);
 - `resume`: SIGCONT it again;
 - `kill`: SIGKILL everything on it, a dead host (connections are refused);
-- `regenerate_host_key`: a rebuilt VM, whose new host key clients must refuse.
+- `regenerate_host_key`: a rebuilt VM, whose new host key clients must refuse;
+- `replace`: a re-created VM (preempted, then brought back by the cloud): same
+  address, a new host key, an empty disk (orch root, home and /tmp wiped).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 
 import orchestrator.sandbox.files as files
@@ -51,6 +54,31 @@ def regenerate_host_key(dir: str | os.PathLike[str], worker: str | int, *, timeo
         state = load_state(path)
         ws = state.worker(worker)
         namespaces.kill_all(ws)
+        public = files.new_key(files.host_key_path(path, ws.name), f"root@{ws.name}")
+        sshd.start_worker(path, ws.name, ws.address, ws.port)
+        fresh = sshd.wait_ready(path, {ws.name: (ws.index, ws.address)}, ws.port, timeout)
+        write_state(state.with_workers(tuple(fresh)))
+    return public
+
+
+def replace(dir: str | os.PathLike[str], worker: str | int, *, timeout: float = READY_TIMEOUT) -> str:
+    """Stop a worker and start a fresh one at its address: a new host key, its root, home and /tmp empty.
+
+    Returns the new public key line (known_hosts keeps the old one: clients must refuse the worker
+    until it is trusted again on purpose).
+    """
+    path = check_dir(dir)
+    with locked(path):
+        state = load_state(path)
+        ws = state.worker(worker)
+        namespaces.kill_all(ws)
+        wdir = path / "workers" / ws.name
+        for sub in ("root", "home", "tmp"):
+            for entry in (wdir / sub).iterdir() if (wdir / sub).is_dir() else ():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
         public = files.new_key(files.host_key_path(path, ws.name), f"root@{ws.name}")
         sshd.start_worker(path, ws.name, ws.address, ws.port)
         fresh = sshd.wait_ready(path, {ws.name: (ws.index, ws.address)}, ws.port, timeout)

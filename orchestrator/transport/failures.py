@@ -63,8 +63,10 @@ def classify_exception(exc: BaseException, transport: Reaching, name: str) -> tu
         return "host-key", (
             f"HOST KEY CHANGED for {known}: known_hosts has {exc.expected_key.get_name()} "
             f"{exc.expected_key.fingerprint}, the worker offered {exc.key.get_name()} {exc.key.fingerprint}; "
-            f"refusing to connect -- if the worker was really rebuilt, remove the old key: "
-            f"ssh-keygen -f {shlex.quote(transport.known_hosts_display)} -R {shlex.quote(known)}"
+            f"refusing to connect. A re-created VM (preemption, maintenance) comes back with a new key and "
+            f"an empty disk; so does someone in between. Verify the new key out of band, then: "
+            f"orch fleet trust {shlex.quote(name)} (or ssh-keygen -f {shlex.quote(transport.known_hosts_display)} "
+            f"-R {shlex.quote(known)})"
         )
     if isinstance(exc, paramiko.AuthenticationException):
         return "auth", f"authentication failed for {w.user if w and w.user else 'the ssh user'}@{target}: {exc}"
