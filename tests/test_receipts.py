@@ -19,6 +19,7 @@ from orchestrator import receipts
 from orchestrator.cli import main
 from orchestrator.fleet import load_fleet
 from orchestrator.launch import plan_launch
+from orchestrator.receipts.listing import ListedFile
 from orchestrator.runs import RunRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -594,13 +595,14 @@ def test_two_runs_of_one_lane_and_bundle_compare_without_stack_differences():
 
 
 def test_gather_fetches_only_files_it_does_not_hold_already():
+    aa, bb, cc = ("a" * 64, "b" * 64, "c" * 64)
     listing = {
-        "record.json": {"size": 10, "sha256": "aa"},
-        "output.log": {"size": 99, "sha256": "bb"},
-        "exit.json": {"size": 5, "sha256": "cc"},
-        "huge.bin": {"size": 1 << 40, "sha256": None, "too_large": True},
+        "record.json": ListedFile(size=10, sha256=aa),
+        "output.log": ListedFile(size=99, sha256=bb),
+        "exit.json": ListedFile(size=5, sha256=cc),
+        "huge.bin": ListedFile(size=1 << 40, sha256=None, too_large=True),
     }
-    local = {"record.json": "aa", "output.log": "old", "exit.json": None, "huge.bin": None}
+    local = {"record.json": aa, "output.log": "old", "exit.json": None, "huge.bin": None}
     assert receipts.fetch_plan(listing, local) == (["exit.json", "output.log"], ["record.json"], ["huge.bin"])
 
 
