@@ -695,3 +695,31 @@ def test_report_and_compare_on_the_command_line(tmp_path):
     assert "jax (installed)" in body[1]
     assert "    A [operator/torch-2.9@torch-2.]" in allowed.output
     assert "    B [validation/torch-2.11-rc@torch-2.]" in allowed.output
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"training": []},
+        {"exit": [1]},
+        {"steps": [{"name": ["user-code"], "started": "x", "ended": None}]},
+        {"training__timings__compile__total": "0.5"},
+        {"training__metrics__loss__scope": {"global": True}},
+        {"training__metrics__loss__over": "all"},
+        {"devices__summary": {"kind": 3, "count": "8"}},
+        {"versions": {"jax": ["0.10.2"]}, "bundle_id": 7},
+        {"started_at": 10**400, "exit__ended_at": float("inf")},  # numbers, but no time: not read
+        {"cache": {"policy": ["x"], "evidence": {"jax": {"compile_time_sec": "1"}}}},
+    ],
+)
+def test_a_receipt_of_the_wrong_types_is_flagged_and_report_compare_and_html_still_work(changes):
+    from orchestrator.cli.receipts_cmd import render_comparison, render_report
+
+    bad = a_receipt("w1", 1, 2, **changes)
+    report = receipts.build_report(a_run({"w0": a_receipt("w0", 0, 2), "w1": bad}))
+    numbers_only = "started_at" in changes
+    assert numbers_only or any(f.kind == "invalid-receipt" and f.workers == ("w1",) for f in report.flags)
+    render_report(report)
+    receipts.render_html(report)
+    render_comparison(receipts.compare(report, report))
+    json.dumps(report.to_dict())
