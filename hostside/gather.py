@@ -27,7 +27,13 @@ def listing(run_dir: str) -> dict[str, Any]:
     files: dict[str, dict[str, Any]] = {}
     for name in sorted(os.listdir(run_dir)):
         path = os.path.join(run_dir, name)
-        if ".tmp-" in name or name == lp.LAUNCH_FILE or not os.path.isfile(path) or os.path.islink(path):
+        if (
+            name.startswith(".")
+            or ".tmp-" in name
+            or name == lp.LAUNCH_FILE
+            or not os.path.isfile(path)
+            or os.path.islink(path)
+        ):
             continue  # the launch file holds the environment unredacted: it stays on the worker
         try:
             st = os.stat(path)

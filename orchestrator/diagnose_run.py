@@ -160,7 +160,9 @@ def diagnose_worker(run_dir: Path, worker: str) -> WorkerDiagnosis:
     wdir = run_dir / worker
     text = _read_log(wdir / LOG_FILE)
     exit_doc = _read_json(wdir / EXIT_FILE) or {}
-    receipt_exit = (_read_json(wdir / RECEIPT_FILE) or {}).get("exit") or {}
+    receipt_exit = (_read_json(wdir / RECEIPT_FILE) or {}).get("exit")
+    if not isinstance(receipt_exit, dict):  # a receipt of the wrong shape says nothing about the exit
+        receipt_exit = {}
     if not exit_doc and not receipt_exit and text is None:
         return WorkerDiagnosis(worker=worker, status="missing", role="missing")
     code = exit_doc.get("exit_code", receipt_exit.get("code"))

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from hostside.folklore import FOLKLORE_VARS as FOLKLORE_VARS  # a profile setting one is refused
 from hostside.pins import is_exact, project_names
 from orchestrator.errors import ConfigError
+from orchestrator.fleet_values import MAX_WORKERS, Address, Command, Word, WorkerPath, is_name
 from orchestrator.yamlsrc import Located, did_you_mean, format_path, load
 
 FLEET_ENV = "ORCH_FLEET"
@@ -31,7 +32,7 @@ DEFAULT_ROOT = "/var/lib/orch"
 class _Model(BaseModel):
     """Frozen, strict about unknown keys, with a suggestion for typos."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -75,13 +76,13 @@ class SshSettings(_Model):
 class Worker(_Model):
     """One worker VM of a slice."""
 
-    index: int = Field(ge=0, description="Worker index in the slice (TPU_WORKER_ID).")
-    address: str | None = Field(None, description="Address the controller connects to.")
-    ssh_alias: str | None = Field(None, description="Host alias from ~/.ssh/config, instead of address.")
+    index: int = Field(ge=0, lt=MAX_WORKERS, description="Worker index in the slice (TPU_WORKER_ID).")
+    address: Address | None = Field(None, description="Address the controller connects to.")
+    ssh_alias: Word | None = Field(None, description="Host alias from ~/.ssh/config, instead of address.")
     port: int | None = Field(None, ge=1, le=65535, description="SSH port (default: slice port, 22).")
-    user: str | None = Field(None, description="SSH user (default: slice user, ssh config, then local user).")
+    user: Word | None = Field(None, description="SSH user (default: slice user, ssh config, then local user).")
     identity_file: str | None = Field(None, description="Private key (relative to fleet.yaml).")
-    internal_address: str | None = Field(
+    internal_address: Address | None = Field(
         None, description="Address other workers use to reach this one (coordinator, wheel relay); default: address."
     )
 
@@ -98,10 +99,16 @@ class Slice(_Model):
     accelerator_type: str | None = Field(
         None, description="e.g. v6e-32; exported as TPU_ACCELERATOR_TYPE when skip_metadata_query is set."
     )
-    root: str = Field(DEFAULT_ROOT, description="orch's directory on every worker (bundles, runs, caches).")
-    shared_dir: str | None = Field(None, description="A directory mounted on every worker (NFS/Filestore).")
-    python: str = Field("python3", description="Worker interpreter used before any bundle exists.")
-    user: str | None = Field(None, description="Default SSH user for the workers.")
+    root: WorkerPath = Field(
+        DEFAULT_ROOT, description="orch's directory on every worker (bundles, runs, caches); an absolute path."
+    )
+    shared_dir: WorkerPath | None = Field(
+        None, description="A directory mounted on every worker (NFS/Filestore); an absolute path."
+    )
+    python: Command = Field(
+        "python3", description="Worker interpreter used before any bundle exists: a command name or an absolute path."
+    )
+    user: Word | None = Field(None, description="Default SSH user for the workers.")
     port: int = Field(22, ge=1, le=65535, description="Default SSH port.")
     identity_file: str | None = Field(None, description="Default private key (relative to fleet.yaml).")
     skip_metadata_query: bool = Field(
@@ -109,7 +116,7 @@ class Slice(_Model):
         description="Set TPU_SKIP_MDS_QUERY=1 with explicit topology variables, so libtpu never "
         "waits on a metadata server (needed off-GCE).",
     )
-    workers: list[Worker] = Field(min_length=1)
+    workers: list[Worker] = Field(min_length=1, max_length=MAX_WORKERS)
 
 
 class BundleSource(_Model):
@@ -359,10 +366,9 @@ def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> lis
             f"comma-separated (have: {', '.join(w.name for w in pool)})"
         )
     for token in tokens:
-        if re.fullmatch(r"\d+(-\d+)?", token):
+        if re.fullmatch(r"\d{1,9}(-\d{1,9})?", token):
             lo, _, hi = token.partition("-")
-            wanted = set(range(int(lo), int(hi or lo) + 1))
-            hits = [w for w in pool if w.index in wanted]
+            hits = [w for w in pool if int(lo) <= w.index <= int(hi or lo)]
         else:
             hits = [w for w in pool if fnmatch.fnmatchcase(w.name, token)]
         if not hits:
@@ -405,7 +411,7 @@ def build_fleet(located: Located) -> Fleet:
     """Validate parsed YAML into a Fleet, or raise one ConfigError listing every problem."""
     if not isinstance(located.data, dict):
         raise ConfigError(
-            f"{located.file.name}:1: expected a mapping at the top level "
+            f"{located.file}:1: expected a mapping at the top level "
             f"(version, ssh, slices, bundles, runtime_profiles, cache_policies, lanes)"
         )
     try:
@@ -455,9 +461,9 @@ def _translate(exc: ValidationError, located: Located) -> list[str]:
             msg = f"expected one of {ctx.get('expected')}, got {err['input']!r}"
             msg += did_you_mean(err["input"], re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
         elif kind in _EXPECTED:
-            msg = f"{_EXPECTED[kind]}, got {err['input']!r}"
+            msg = f"{_EXPECTED[kind]}, got {_shown(err['input'])}"
         elif kind.startswith(("greater_than", "less_than", "too_short", "too_long", "string_pattern")):
-            msg = f"{err['msg'][0].lower()}{err['msg'][1:]}, got {err['input']!r}"
+            msg = f"{err['msg'][0].lower()}{err['msg'][1:]}, got {_shown(err['input'])}"
         else:
             msg = err["msg"]
             msg = msg[0].lower() + msg[1:]
@@ -468,24 +474,35 @@ def _translate(exc: ValidationError, located: Located) -> list[str]:
     return out
 
 
+def _shown(value: object) -> str:
+    """`value` as an error message shows it: repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _some(values: list[int], most: int = 20) -> str:
+    """The first `most` of `values`, comma-separated, saying how many more there are."""
+    text = ", ".join(map(str, values[:most]))
+    return text + (f", ... ({len(values) - most} more)" if len(values) > most else "")
+
+
 def _parse_worker_spec(spec: Any) -> list[int] | None:
-    """'all' -> None; 3 -> [3]; '0-5' -> [0..5]; lists combine."""
+    """'all' -> None; 3 -> [3]; '0-5' -> [0..5]; lists combine. Indices are below MAX_WORKERS."""
     items = spec if isinstance(spec, list) else [spec]
-    out: list[int] = []
+    out: set[int] = set()
     for item in items:
         if item == "all" and not isinstance(spec, list):
             return None
-        if isinstance(item, int):
-            out.append(item)
-            continue
-        m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", str(item))
-        if m and int(m.group(1)) <= int(m.group(2)):
-            out.extend(range(int(m.group(1)), int(m.group(2)) + 1))
-        elif str(item).strip().isdigit():
-            out.append(int(str(item).strip()))
-        else:
-            raise ValueError(str(item))
-    return out
+        m = re.fullmatch(r"\s*(\d{1,9})\s*(?:-\s*(\d{1,9})\s*)?", str(item)) if not isinstance(item, bool) else None
+        if m is None or int(m.group(1)) > int(m.group(2) or m.group(1)):
+            raise ValueError(_shown(item)[:60])
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi >= MAX_WORKERS:
+            raise ValueError(
+                f"{_shown(item)[:60]} (a slice has at most {MAX_WORKERS} workers, indices 0-{MAX_WORKERS - 1})"
+            )
+        out.update(range(lo, hi + 1))
+    return sorted(out)
 
 
 def _resolve(
@@ -514,9 +531,9 @@ def _resolve(
             "lane": "lanes",
         }[kind]
         for key in mapping:
-            if not re.match(NAME_PATTERN, str(key)):
+            if not is_name(key):
                 problems.append(
-                    f"{where((section, key))}: {kind} name '{key}' must be letters, digits, '.', '_' or '-'"
+                    f"{where((section, key))}: {kind} name {_shown(key)} must be letters, digits, '.', '_' or '-'"
                 )
 
     workers: list[WorkerRef] = []
@@ -610,7 +627,7 @@ def _resolve(
             indices = _parse_worker_spec(lane.workers)
         except ValueError as bad:
             problems.append(
-                f"{where(base + ('workers',))}: cannot read worker '{bad}'; "
+                f"{where(base + ('workers',))}: cannot read worker {bad}; "
                 f"expected 'all', an index, a range like '0-5', or a list of those"
             )
             continue
@@ -627,7 +644,7 @@ def _resolve(
         if missing:
             problems.append(
                 f"{where(base + ('workers',))}: slice '{slice_name}' has no worker index "
-                f"{', '.join(map(str, missing))} (indices: {', '.join(map(str, sorted(available)))})"
+                f"{_some(missing)} (indices: {_some(sorted(available))})"
             )
             continue
         names = []

@@ -29,7 +29,8 @@ import yaml
 
 from hostside.files import write_atomic
 from orchestrator.errors import ConfigError
-from orchestrator.fleet import NAME_PATTERN, Fleet, build_fleet, load_fleet
+from orchestrator.fleet import Fleet, build_fleet, load_fleet
+from orchestrator.fleet_values import is_name
 from orchestrator.yamlsrc import loads
 
 # acceleratorConfig.type -> (acceleratorType prefix, TensorCores per chip).
@@ -110,7 +111,9 @@ def import_describe(
     """Read a describe document from `path` and build the slice entry."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save gcloud's JSON output as is") from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such file",
@@ -132,6 +135,8 @@ def slice_from_text(
             f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}",
             hint="use the output of `gcloud compute tpus tpu-vm describe NAME --format=json`",
         ) from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, nesting thousands deep
+        raise ConfigError(f"{source}: not a describe document: {str(exc)[:200] or type(exc).__name__}") from None
     if isinstance(doc, list):
         # `tpu-vm list --format=json` prints a list; one node is as good as describe.
         if len(doc) != 1:
@@ -167,9 +172,9 @@ def _build(
     slice_name = name or _short_name(node)
     if not slice_name:
         problem(_join(base, "name"), "missing; pass --slice NAME")
-    elif not re.match(NAME_PATTERN, slice_name):
+    elif not is_name(slice_name):
         where = "--slice" if name else _join(base, "name")
-        problem(where, f"'{slice_name}' is not a valid slice name (letters, digits, '.', '_' or '-')")
+        problem(where, f"'{_one_line(slice_name)}' is not a valid slice name (letters, digits, '.', '_' or '-')")
 
     accelerator_type, topology, derived = _accelerator(doc, base, problem)
     if accelerator_type and derived and derived != accelerator_type:
@@ -337,7 +342,7 @@ def _address(doc: JSONObject, key: str, base: str, problem: Problem, *, required
     try:
         ipaddress.ip_address(value)
     except ValueError:
-        problem(_join(base, key), f"'{value}' is not an IP address")
+        problem(_join(base, key), f"{_one_line(value)[:100]!r} is not an IP address")
         return None
     return value
 
@@ -363,6 +368,15 @@ def _scalar(value: object) -> str:
     return json.dumps(text)
 
 
+# Characters YAML reads as a line break (or that a terminal would act on): never inside a comment.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """`text` with every line break and control character escaped, so it stays on one line."""
+    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def render_entry(imp: ImportedSlice, *, indent: int = 2, step: int = 2) -> str:
     """The slice entry (`NAME:` and its body) indented `indent` spaces, ending in a newline."""
     pad, body = " " * indent, " " * (indent + step)
@@ -377,7 +391,7 @@ def render_entry(imp: ImportedSlice, *, indent: int = 2, step: int = 2) -> str:
     if facts:
         notes.append("; ".join(facts))
     lines = [f"{pad}{_scalar(imp.name)}:"]
-    lines += [f"{body}# {note}" for note in notes]
+    lines += [f"{body}# {_one_line(note)}" for note in notes]
     for key, value in imp.entry().items():
         if key == "workers":
             continue

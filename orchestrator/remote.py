@@ -2,8 +2,17 @@
 
 The controller ships the `hostside` package to each worker once, as a
 content-addressed tarball under `<root>/hostside/<digest>/`, then runs jobs
-with `python -m hostside.<job>`. A job prints exactly one JSON document on
-stdout; `job_document` turns that into a dict or a clear error.
+as `python -I -B -c BOOT <digest dir> -m hostside.<job> ARGS`. A job prints
+exactly one JSON document on stdout; `job_document` turns that into a dict or
+a clear error.
+
+Isolated (`-I`): the SSH user's working directory (their home), user
+site-packages and PYTHON* variables are not on the job's path, so a
+`~/json.py` or a `~/hostside/` on a worker cannot replace the pushed,
+content-addressed code. `-I` ignores PYTHONPATH too, so BOOT puts exactly
+the digest directory first on `sys.path` and runs the job's module as
+`python -m` would. (`-P` would do less and needs Python 3.11; TPU VM images
+still ship 3.10.)
 """
 
 from __future__ import annotations
@@ -24,6 +33,13 @@ from orchestrator.transport import LineCallback, Result, Transport
 HOSTSIDE_DIR = Path(__file__).resolve().parent.parent / "hostside"
 # The transport memo entry naming the workers known to hold this controller's hostside.
 HOSTSIDE_READY = "hostside-ready"
+
+# Runs `-m MODULE ARGS` with exactly the given directory first on sys.path: argv is
+# ['-c', DIR, '-m', MODULE, ARGS...]; the module sees [its path, ARGS...] as python -m gives.
+_BOOT = (
+    "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = sys.argv[3:]; "
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
 
 # Unpacks an uploaded tarball into its final directory atomically; data
 # arrives as arguments, never spliced into code.
@@ -94,7 +110,7 @@ def ensure_hostside(transport: Transport, worker: WorkerRef, timeout: float | No
         put = transport.put_one(worker.name, io.BytesIO(data), tgz)
         if not put.ok:
             return put
-        inst = transport.run_one(worker.name, [worker.python, "-c", _INSTALL, tgz, final], timeout=limit(60))
+        inst = transport.run_one(worker.name, [worker.python, "-I", "-c", _INSTALL, tgz, final], timeout=limit(60))
         if not inst.ok:
             return inst
     ready.add(worker.name)
@@ -113,14 +129,16 @@ def run_hostside(
     stdin: str | None = None,
     on_line: LineCallback | None = None,
 ) -> Result:
-    """Run `python -m hostside.<job> ARGS` on one worker (shipping hostside first if needed)."""
+    """Run hostside.<job> with ARGS on one worker, isolated (shipping hostside first if needed)."""
     ready = ensure_hostside(transport, worker)
     if not ready.ok:
         return ready
-    full_env = {"PYTHONPATH": hostside_path(worker), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    path = hostside_path(worker)
+    # PYTHONPATH is for the processes a job starts (the launch supervisor); -I ignores it here.
+    full_env = {"PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     return transport.run_one(
         worker.name,
-        [python or worker.python, "-m", f"hostside.{job}", *args],
+        [python or worker.python, "-I", "-B", "-c", _BOOT, path, "-m", f"hostside.{job}", *args],
         env=full_env,
         timeout=timeout,
         stdin=stdin,

@@ -45,7 +45,8 @@ class ScriptedTransport:
         return {w: fn(self.workers[w]) for w in (hosts or WORKERS)}
 
     def run_one(self, name, argv, *, env=None, timeout=None, stdin=None, on_line=None) -> Result:
-        job, verb = argv[2], argv[3]
+        i = list(argv).index("-m") + 1  # python [interpreter options] -m hostside.JOB ARGS
+        job, verb = argv[i], argv[i + 1]
         self.calls.append((name, f"{job} {verb}" if job == "hostside.launch_ctl" else job))
         if job == "hostside.launch_watch":
             return self._watch(name, on_line)

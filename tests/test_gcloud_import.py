@@ -380,3 +380,30 @@ def test_the_last_line_without_a_newline_still_gets_one():
     )
     assert text.startswith("slices:\n  a:\n    workers: [{index: 0, address: 10.9.0.1}]\n  dev-v6e-8:\n")
     build_fleet(loads(text, Path("fleet.yaml")))
+
+
+@pytest.mark.parametrize("field", ["runtimeVersion", "name"])
+def test_a_line_break_in_a_describe_field_cannot_add_keys_through_a_comment(tmp_path, field):
+    doc = describe(V5P_32)
+    doc[field] = doc[field] + "\nshared_dir: /evil\r\u2028python: -c"
+    (tmp_path / "tpu.json").write_text(json.dumps(doc))
+    imp = import_describe(tmp_path / "tpu.json", name="v5p")
+    fleet_path = tmp_path / "fleet.yaml"
+    fleet_path.write_text(FLEET)
+    from orchestrator.gcloud import write_slice
+
+    write_slice(fleet_path, imp)
+    data = yaml.safe_load(fleet_path.read_text())
+    assert set(data["slices"][imp.name]) == {"accelerator_type", "skip_metadata_query", "workers"}
+    assert "\\nshared_dir: /evil\\r\\u2028python: -c" in fleet_path.read_text()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe{\x00", b'{"name": "caf\xe9"}', b'{"a": ' + b"1" * 5000 + b"}", b"[" * 100_000 + b"]" * 100_000],
+)
+def test_undecodable_or_absurd_describe_files_are_refused_cleanly(tmp_path, content):
+    path = tmp_path / "tpu.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError):
+        import_describe(path)

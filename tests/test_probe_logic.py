@@ -78,7 +78,7 @@ def test_hostside_is_shipped_once_to_a_worker_that_lacks_it_then_only_used(scrip
     fake.expect_run("w0", ["test", "-f", f"{final}/.complete"], reply=exits(1))
     fake.expect_run("w0", ["mkdir", "-p", "/var/lib/orch/hostside"])
     fake.expect_put("w0", "/var/lib/orch/hostside/.upload-")
-    fake.expect_run("w0", ["python3", "-c"])
+    fake.expect_run("w0", ["python3", "-I", "-c"])  # isolated: nothing in the SSH user's home is imported
     fake.expect_job("w0", "probe", answer=HEALTHY)
     fake.expect_job("w0", "probe", answer=HEALTHY)  # the second sweep on the same transport: no check again
 
@@ -86,9 +86,11 @@ def test_hostside_is_shipped_once_to_a_worker_that_lacks_it_then_only_used(scrip
     second = probe.sweep(probe_plan(1), fake)
 
     assert first.rows[0].verdict == second.rows[0].verdict == "ok"
-    [install] = [c for c in fake.calls_to("w0") if c.argv[:2] == ("python3", "-c")]
+    [install] = [c for c in fake.calls_to("w0") if c.argv[:3] == ("python3", "-I", "-c")]
     assert install.argv[-1] == final
-    assert all(c.env and c.env["PYTHONPATH"] == final for c in fake.calls_to("w0") if "hostside.probe" in c.argv)
+    jobs = [c for c in fake.calls_to("w0") if "hostside.probe" in c.argv]
+    # isolated, with exactly the shipped hostside first on sys.path
+    assert all(c.argv[:3] == ("python3", "-I", "-B") and c.argv[5] == final for c in jobs)
 
 
 def test_a_worker_where_shipping_hostside_fails_is_reported_with_that_failure(scripted_transport):

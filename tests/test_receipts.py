@@ -19,6 +19,7 @@ from orchestrator import receipts
 from orchestrator.cli import main
 from orchestrator.fleet import load_fleet
 from orchestrator.launch import plan_launch
+from orchestrator.receipts.listing import ListedFile
 from orchestrator.runs import RunRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -594,13 +595,14 @@ def test_two_runs_of_one_lane_and_bundle_compare_without_stack_differences():
 
 
 def test_gather_fetches_only_files_it_does_not_hold_already():
+    aa, bb, cc = ("a" * 64, "b" * 64, "c" * 64)
     listing = {
-        "record.json": {"size": 10, "sha256": "aa"},
-        "output.log": {"size": 99, "sha256": "bb"},
-        "exit.json": {"size": 5, "sha256": "cc"},
-        "huge.bin": {"size": 1 << 40, "sha256": None, "too_large": True},
+        "record.json": ListedFile(size=10, sha256=aa),
+        "output.log": ListedFile(size=99, sha256=bb),
+        "exit.json": ListedFile(size=5, sha256=cc),
+        "huge.bin": ListedFile(size=1 << 40, sha256=None, too_large=True),
     }
-    local = {"record.json": "aa", "output.log": "old", "exit.json": None, "huge.bin": None}
+    local = {"record.json": aa, "output.log": "old", "exit.json": None, "huge.bin": None}
     assert receipts.fetch_plan(listing, local) == (["exit.json", "output.log"], ["record.json"], ["huge.bin"])
 
 
@@ -693,3 +695,31 @@ def test_report_and_compare_on_the_command_line(tmp_path):
     assert "jax (installed)" in body[1]
     assert "    A [operator/torch-2.9@torch-2.]" in allowed.output
     assert "    B [validation/torch-2.11-rc@torch-2.]" in allowed.output
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"training": []},
+        {"exit": [1]},
+        {"steps": [{"name": ["user-code"], "started": "x", "ended": None}]},
+        {"training__timings__compile__total": "0.5"},
+        {"training__metrics__loss__scope": {"global": True}},
+        {"training__metrics__loss__over": "all"},
+        {"devices__summary": {"kind": 3, "count": "8"}},
+        {"versions": {"jax": ["0.10.2"]}, "bundle_id": 7},
+        {"started_at": 10**400, "exit__ended_at": float("inf")},  # numbers, but no time: not read
+        {"cache": {"policy": ["x"], "evidence": {"jax": {"compile_time_sec": "1"}}}},
+    ],
+)
+def test_a_receipt_of_the_wrong_types_is_flagged_and_report_compare_and_html_still_work(changes):
+    from orchestrator.cli.receipts_cmd import render_comparison, render_report
+
+    bad = a_receipt("w1", 1, 2, **changes)
+    report = receipts.build_report(a_run({"w0": a_receipt("w0", 0, 2), "w1": bad}))
+    numbers_only = "started_at" in changes
+    assert numbers_only or any(f.kind == "invalid-receipt" and f.workers == ("w1",) for f in report.flags)
+    render_report(report)
+    receipts.render_html(report)
+    render_comparison(receipts.compare(report, report))
+    json.dumps(report.to_dict())

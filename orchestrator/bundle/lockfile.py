@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from hostside.files import write_atomic
 from orchestrator.errors import BundleError, ConfigError
@@ -89,22 +90,61 @@ class LockedWheel(WheelMeta):
         if not isinstance(doc, dict):
             raise ValueError(f"{where}: expected an object")
         try:
+            size = doc["size"]
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise ValueError(f"{where}.size: expected a number of bytes, got {_shown(size)}")
+            requires_python = doc.get("requires_python")
+            if requires_python is not None:
+                requires_python = _str(doc, "requires_python", where)
             wheel = cls(
                 name=_str(doc, "name", where),
                 version=_str(doc, "version", where),
                 filename=_str(doc, "filename", where),
                 sha256=_str(doc, "sha256", where),
-                size=int(doc["size"]),
+                size=size,
                 source=_str(doc, "source", where),
-                requires_python=doc.get("requires_python"),
-                requires_dist=_strings(doc.get("requires_dist")),
-                tags=_strings(doc.get("tags")),
+                requires_python=requires_python,
+                requires_dist=_strings(doc.get("requires_dist"), f"{where}.requires_dist"),
+                tags=_strings(doc.get("tags"), f"{where}.tags"),
             )
         except KeyError as missing:
             raise ValueError(f"{where}: missing {missing}") from None
-        if not re.fullmatch(r"[0-9a-f]{64}", wheel.sha256):
-            raise ValueError(f"{where}.sha256: expected 64 lowercase hex digits")
+        _check_wheel(wheel, where)
         return wheel
+
+
+def _check_wheel(wheel: LockedWheel, where: str) -> None:
+    """A locked wheel's fields are what they claim: they become paths and requirement lines on workers."""
+    if not re.fullmatch(r"[0-9a-f]{64}", wheel.sha256):
+        raise ValueError(f"{where}.sha256: expected 64 lowercase hex digits")
+    if canonicalize_name(wheel.name) != wheel.name:
+        raise ValueError(f"{where}.name: {_shown(wheel.name)} is not a canonical distribution name")
+    if not re.fullmatch(r"[A-Za-z0-9.+!_-]+", wheel.version):
+        raise ValueError(f"{where}.version: {_shown(wheel.version)} is not a version (letters, digits, '.+!_-')")
+    try:
+        version = Version(wheel.version)
+    except InvalidVersion:
+        raise ValueError(f"{where}.version: {_shown(wheel.version)} is not a PEP 440 version") from None
+    # One plain file name: it is joined onto the controller's wheel cache and the workers' store.
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+!-]*\.whl", wheel.filename) or len(wheel.filename) > 255:
+        raise ValueError(f"{where}.filename: {_shown(wheel.filename)} is not a wheel file name (one plain name)")
+    try:
+        fname, fversion, _, _ = parse_wheel_filename(wheel.filename)
+    except InvalidWheelFilename as exc:
+        raise ValueError(f"{where}.filename: {exc}") from None
+    if fname != wheel.name or fversion != version:
+        raise ValueError(
+            f"{where}.filename: {wheel.filename} is not a wheel of {wheel.name} {wheel.version} "
+            f"(it says {fname} {fversion})"
+        )
+    for key, text in (("source", wheel.source), ("requires_python", wheel.requires_python or "")):
+        if re.search(r"[\x00-\x1f\x7f]", text):
+            raise ValueError(f"{where}.{key}: has a control character")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _str(doc: Mapping[str, object], key: str, where: str) -> str:
@@ -114,21 +154,21 @@ def _str(doc: Mapping[str, object], key: str, where: str) -> str:
     return value
 
 
-def _strings(value: object) -> tuple[str, ...]:
-    """A JSON list (or nothing) as a tuple of strings."""
-    if not value:
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    """A JSON list of strings (or nothing) as a tuple."""
+    if value is None:
         return ()
-    if not isinstance(value, Iterable):
-        raise TypeError(f"expected a list, got {value!r}")
-    return tuple(str(v) for v in value)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}: expected a list of strings, got {_shown(value)}")
+    return tuple(value)
 
 
-def _str_map(value: object) -> dict[str, str]:
-    """A JSON object (or nothing) as str -> str."""
-    if not value:
+def _str_map(value: object, where: str) -> dict[str, str]:
+    """A JSON object of strings (or nothing) as str -> str."""
+    if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise TypeError(f"expected an object, got {value!r}")
+        raise ValueError(f"{where}: expected an object, got {_shown(value)}")
     return {str(k): str(v) for k, v in value.items()}
 
 
@@ -204,16 +244,16 @@ def read_lock(path: Path | str) -> Lock:
     """Load and validate a lock file (its stored bundle id must match its content)."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_bytes())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no lock file", hint=_RELOCK_HINT) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a readable lock file: {exc}", hint=_RELOCK_HINT) from None
     try:
         lock = _lock_from_json(doc)
     except KeyError as missing:
         raise ConfigError(f"{path}: not a valid lock file: missing {missing}", hint=_RELOCK_HINT) from None
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a valid lock file: {exc}", hint=_RELOCK_HINT) from None
     if doc.get("bundle_id") != lock.bundle_id:
         raise ConfigError(
@@ -234,14 +274,23 @@ def _lock_from_json(doc: object) -> Lock:
     wheels = doc["wheels"]
     if not isinstance(spec, dict) or not isinstance(wheels, list):
         raise ValueError("'spec' must be an object and 'wheels' a list")
+    source = spec.get("source") or {}
+    if not isinstance(source, dict):
+        raise ValueError(f"spec.source: expected an object, got {_shown(source)}")
+    python = _str(spec, "python", "spec")
+    if not re.fullmatch(r"3\.\d{1,3}", python):
+        raise ValueError(f"spec.python: expected a Python version like '3.11', got {_shown(python)}")
+    bundle = _str(doc, "bundle", "bundle")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", bundle):
+        raise ValueError(f"bundle: {_shown(bundle)} is not a bundle name")
     return Lock(
-        bundle=_str(doc, "bundle", "bundle"),
-        python=_str(spec, "python", "spec"),
-        pins=_strings(spec.get("pins")),
-        source=dict(spec.get("source") or {}),
-        provenance=_str_map(spec.get("provenance")),
-        target=_str_map(doc.get("target")),
-        resolver=_str_map(doc.get("resolver")),
+        bundle=bundle,
+        python=python,
+        pins=_strings(spec.get("pins"), "spec.pins"),
+        source=source,
+        provenance=_str_map(spec.get("provenance"), "spec.provenance"),
+        target=_str_map(doc.get("target"), "target"),
+        resolver=_str_map(doc.get("resolver"), "resolver"),
         wheels=tuple(LockedWheel.from_json(w, f"wheels[{i}]") for i, w in enumerate(wheels)),
     )
 

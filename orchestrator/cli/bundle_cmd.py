@@ -176,6 +176,9 @@ def status(obj: Context, lane_options: tuple[str, ...], as_json: bool) -> None:
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
+
+        from orchestrator.cli.render import cell, shown
 
         table = Table(show_edge=False)
         for col in ("lane", "worker", "bundle", "active", "previous", "note"):
@@ -184,24 +187,25 @@ def status(obj: Context, lane_options: tuple[str, ...], as_json: bool) -> None:
             for w in fleet.lane_workers(ln):
                 doc = docs.get(w.name, {})
                 if not doc.get("ok"):
-                    table.add_row(ln, w.name, "", "", "", f"[red]unreachable: {doc.get('error')}[/red]")
+                    table.add_row(ln, w.name, "", "", "", cell(f"unreachable: {doc.get('error')}", "red"))
                     continue
                 info = doc["lanes"].get(ln, {})
-                note = []
+                note: list[str | tuple[str, str]] = []
                 if info.get("active") and info.get("active") != expected.get(ln):
                     note.append("not the locked bundle" if ln in expected else "")
-                if info.get("lock"):
+                if isinstance(info.get("lock"), dict):
                     h = info["lock"]
-                    note.append(f"deploy in progress by {h.get('user', '?')}@{h.get('controller', '?')}")
+                    note.append(shown(f"deploy in progress by {h.get('user', '?')}@{h.get('controller', '?')}"))
                 if ln in mixed:
-                    note.append("[red]lane is mixed[/red]")
+                    note.append(("lane is mixed", "red"))
+                parts = [n for n in note if n]
                 table.add_row(
                     ln,
                     w.name,
-                    info.get("bundle") or "",
-                    info.get("active") or "-",
-                    info.get("previous") or "-",
-                    "; ".join(n for n in note if n),
+                    cell(info.get("bundle") or ""),
+                    cell(info.get("active") or "-"),
+                    cell(info.get("previous") or "-"),
+                    Text("; ").join(Text(n) if isinstance(n, str) else Text(*n) for n in parts),
                 )
         Console().print(table)
         for ln, groups in mixed.items():

@@ -45,15 +45,17 @@ def show(obj: Context, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=str(f.path))
+    from orchestrator.cli.render import cell
+
+    table = Table(title=cell(f.path))
     for col in ("worker", "address", "user", "lane", "bundle", "platform", "runtime", "cache"):
         table.add_column(col)
     for w in f.workers:
         lane = f.model.lanes.get(w.lane) if w.lane else None
         table.add_row(
             w.name,
-            f"{w.host}{':' + str(w.port) if w.port and w.port != 22 else ''}",
-            w.user or "",
+            cell(f"{w.host}{':' + str(w.port) if w.port and w.port != 22 else ''}"),
+            cell(w.user or ""),
             w.lane or "-",
             lane.bundle if lane else "",
             lane.platform if lane else "",

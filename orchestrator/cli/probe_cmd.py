@@ -79,6 +79,8 @@ def render(report: ProbeReport) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from orchestrator.cli.render import cell
+
     console = Console(soft_wrap=False)
     table = Table(title=f"orch probe ({'deep' if report.deep else 'shallow'}, {report.elapsed:.1f}s)", show_lines=False)
     for col, kw in (
@@ -98,11 +100,11 @@ def render(report: ProbeReport) -> None:
         table.add_row(
             r.worker,
             r.lane or "-",
-            r.bundle_id or "-",
-            answered,
+            cell(r.bundle_id or "-"),
+            cell(answered),
             Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")),
-            r.layer or "",
-            Text(r.evidence[:400]),
+            cell(r.layer or ""),
+            cell(r.evidence[:400]),
         )
     console.print(table)
     s = report.summary()

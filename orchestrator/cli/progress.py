@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from orchestrator.cli.render import cell
+
 
 class WorkerBoard:
     """One row per worker with its current phase; plain lines when not a terminal."""
@@ -30,7 +32,7 @@ class WorkerBoard:
         table.add_column("phase")
         for w, phase in self.phases.items():
             style = "red" if phase.startswith("failed") else "green" if phase in ("installed", "unchanged") else ""
-            table.add_row(w, f"[{style}]{phase}[/{style}]" if style else phase)
+            table.add_row(w, cell(phase, style))  # a phase can carry a worker's message
         return table
 
     def update(self, worker: str, phase: str) -> None:

@@ -51,7 +51,8 @@ def gather_lines(result: GatherResult) -> list[str]:
         elif w.status == "partial":
             lines.append(f"  partial {w.worker}: " + "; ".join(f"{n}: {why}" for n, why in w.failed.items()))
         elif w.status == "live":
-            lines.append(f"  live    {w.worker}: {w.note}")
+            unverified = f" (copied while changing, not verified: {', '.join(w.unverified)})" if w.unverified else ""
+            lines.append(f"  live    {w.worker}: {w.note}{unverified}")
         elif w.note:
             lines.append(f"  note    {w.worker}: {w.note}")
     if not result.complete:

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from rich.text import Text
+
     from orchestrator.transport import Result
+
+# Control characters (an ESC starts a terminal sequence that could recolour or hide output).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(value: object) -> str:
+    """`value` as text that a terminal shows and does not act on: control characters escaped."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def cell(value: object, style: str = "") -> Text:
+    """A rich table cell showing `value` exactly: never read as markup (`[/bold]`, `[link=...]`
+    from a worker stay text), control characters escaped."""
+    from rich.text import Text
+
+    return Text(shown(value), style=style)
 
 
 def print_summary(results: Mapping[str, Result], what: str = "hosts") -> None:

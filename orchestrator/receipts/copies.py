@@ -103,15 +103,17 @@ def load_run(record: RunRecordFacts) -> RunReceipts:
     sources: dict[str, str | None] = {}
     for name in plan.workers:
         receipts[name], sources[name] = _one_receipt(root, name)
-    outcome = info.get("outcome") or {}
+    outcome = info.get("outcome")
+    outcome = outcome if isinstance(outcome, dict) else {}
+    skew, state = outcome.get("start_skew"), info.get("state")
     return RunReceipts(
         run_id=plan.run_id,
         lane=plan.lane,
         bundle=plan.bundle,
         platform=plan.platform,
         target=tuple(plan.target.argv()),
-        state=info.get("state"),
-        start_skew=outcome.get("start_skew"),
+        state=state if isinstance(state, str) else None,
+        start_skew=float(skew) if isinstance(skew, (int, float)) and not isinstance(skew, bool) else None,
         workers=tuple(plan.workers),
         process_ids={p.worker: p.process_id for p in plan.processes},
         receipts=receipts,
@@ -126,7 +128,7 @@ def _one_receipt(root: Path, worker: str) -> tuple[Doc | None, str | None]:
     if gathered is not None:
         return gathered, "gathered"
     collected = (read_json(root / "workers" / f"{worker}.json") or {}).get("record")
-    return (collected, "launch-collect") if collected else (collected, None)
+    return (collected, "launch-collect") if isinstance(collected, dict) and collected else (None, None)
 
 
 def read_json(path: Path) -> Doc | None:

@@ -13,10 +13,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hostside.files import sha256_file
 from hostside.rundir import RECORD_FILE
+from orchestrator.errors import OrchError
 from orchestrator.receipts.copies import (
     GATHER_FILE,
     PlanFacts,
@@ -24,6 +25,7 @@ from orchestrator.receipts.copies import (
     read_json,
     write_json,
 )
+from orchestrator.receipts.listing import ListedFile, Listing, inside, parse_listing
 from orchestrator.receipts.schema import SCHEMA_VERSION, Doc
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class WorkerGather:
     copied: tuple[str, ...] = ()
     up_to_date: tuple[str, ...] = ()
     failed: Mapping[str, str] = field(default_factory=dict)
+    unverified: tuple[str, ...] = ()  # copied from a live run while changing: sha256 differs from the listing
     error: str | None = None  # why the worker gave nothing (unreachable, no run directory)
     note: str | None = None
     bytes_copied: int = 0
@@ -54,6 +57,7 @@ class WorkerGather:
             "copied": list(self.copied),
             "up_to_date": list(self.up_to_date),
             "failed": dict(self.failed),
+            "unverified": list(self.unverified),
             "error": self.error,
             "note": self.note,
             "bytes_copied": self.bytes_copied,
@@ -91,7 +95,7 @@ class GatherResult:
 
 
 def fetch_plan(
-    listing: Mapping[str, Mapping[str, Any]], local: Mapping[str, str | None]
+    listing: Mapping[str, ListedFile], local: Mapping[str, str | None]
 ) -> tuple[list[str], list[str], list[str]]:
     """(fetch, up_to_date, skipped): which of a worker's listed files to copy.
 
@@ -101,7 +105,7 @@ def fetch_plan(
     """
     fetch, same, skipped = [], [], []
     for name, meta in sorted(listing.items()):
-        remote = meta.get("sha256")
+        remote = meta.sha256
         if remote is None:
             skipped.append(name)
         elif local.get(name) == remote:
@@ -168,40 +172,54 @@ class _WorkerJob:
             doc = None
         if doc is None:
             return _unreachable(worker.name, res.describe(), dest, self.previous, time.monotonic() - start)
-        if not doc.get("exists"):
+        try:
+            listing = parse_listing(doc, worker.name)
+        except OrchError as exc:
+            return WorkerGather(
+                worker=worker.name, status="missing", elapsed=time.monotonic() - start, error=exc.message
+            )
+        if not listing.exists:
             return WorkerGather(
                 worker=worker.name,
                 status="missing",
                 elapsed=time.monotonic() - start,
                 error=f"no run directory {run_dir} on the worker (the run never started there?)",
             )
-        copy = self._copy_files(worker.name, run_dir, dest, doc)
-        return copy.outcome(worker.name, dest, live=bool(doc.get("live")), elapsed=time.monotonic() - start)
+        copy = self._copy_files(worker.name, run_dir, dest, listing)
+        return copy.outcome(worker.name, dest, live=listing.live, elapsed=time.monotonic() - start)
 
-    def _copy_files(self, worker: str, run_dir: str, dest: Path, doc: Doc) -> _Copy:
-        listing: dict[str, Doc] = doc.get("files") or {}
-        fetch, same, skipped = fetch_plan(listing, {name: _local_sha256(dest / name) for name in listing})
-        copy = _Copy(up_to_date=same)
+    def _copy_files(self, worker: str, run_dir: str, dest: Path, listing: Listing) -> _Copy:
+        files = listing.files
         dest.mkdir(parents=True, exist_ok=True)
+        fetch, same, skipped = fetch_plan(files, {name: _local_sha256(inside(dest, name)) for name in files})
+        copy = _Copy(up_to_date=same)
         for name in fetch:
-            self._fetch_one(
-                worker, f"{run_dir}/{name}", dest / name, listing[name]["sha256"], bool(doc.get("live")), copy
-            )
+            want = files[name].sha256
+            assert want is not None  # fetch_plan fetches hashed files only
+            self._fetch_one(worker, f"{run_dir}/{name}", inside(dest, name), want, listing.live, copy)
         for name in skipped:
-            copy.failed[name] = listing[name].get("error") or f"not copied: {listing[name].get('size')} bytes"
+            copy.failed[name] = files[name].error or f"not copied: {files[name].size} bytes"
         return copy
 
     def _fetch_one(self, worker: str, remote: str, local: Path, want: str, live: bool, copy: _Copy) -> None:
-        """Copy one file through a `.part` file, checking its sha256 (twice at most)."""
+        """Copy one file through a `.part` file, checking its sha256 (twice at most).
+
+        Every copy is hashed. A live run's log grows while we copy it, so there a copy
+        that differs from the listing is kept but named `unverified` (the next gather,
+        after the run ends, copies it again: its hash differs from the final listing).
+        """
         part = local.with_name(f".{local.name}.part")
         for attempt in (1, 2):
             got = self.transport.get_one(worker, remote, part)
             if not got.ok:
                 copy.failed[local.name] = got.describe()
                 break
-            if live or _local_sha256(part) == want:  # a live run's log grows while we copy it
+            verified = _local_sha256(part) == want
+            if verified or live:
                 os.replace(part, local)
                 copy.copied.append(local.name)
+                if not verified:
+                    copy.unverified.append(local.name)
                 copy.nbytes += local.stat().st_size
                 copy.failed.pop(local.name, None)
                 break
@@ -216,6 +234,7 @@ class _Copy:
 
     up_to_date: list[str]
     copied: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     nbytes: int = 0
 
@@ -235,6 +254,7 @@ class _Copy:
             copied=tuple(self.copied),
             up_to_date=tuple(self.up_to_date),
             failed=self.failed,
+            unverified=tuple(self.unverified),
             bytes_copied=self.nbytes,
             elapsed=elapsed,
             note="the run is still live on this worker: gather again after it ends" if status == "live" else None,
@@ -250,8 +270,9 @@ def _local_sha256(path: Path) -> str | None:
 
 
 def _unreachable(name: str, reason: str, dest: Path, previous: Doc, elapsed: float) -> WorkerGather:
-    before = (previous.get("workers") or {}).get(name) or {}
-    if before.get("status") == "complete" and (dest / RECORD_FILE).exists():
+    workers = previous.get("workers")
+    before = workers.get(name) if isinstance(workers, dict) else None
+    if isinstance(before, dict) and before.get("status") == "complete" and (dest / RECORD_FILE).exists():
         return WorkerGather(
             worker=name,
             status="complete",

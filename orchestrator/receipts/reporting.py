@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
 from orchestrator.receipts.copies import RunReceipts, RunRecordFacts, load_run
 from orchestrator.receipts.model import Flag, Report, WorkerRow, describe_groups, groups, workers_text
-from orchestrator.receipts.schema import Doc, startup_rank, validate
+from orchestrator.receipts.schema import Doc, prune, startup_rank, validate
 
 REL_TOL = 1e-6  # global metric values closer than this are the same number
 
@@ -27,11 +28,16 @@ def report(record: RunRecordFacts) -> Report:
 
 
 def build_report(run: RunReceipts) -> Report:
-    """The report of a run from its receipts (pure)."""
+    """The report of a run from its receipts (pure).
+
+    A receipt comes from a worker: it is checked against the schema (a mismatch is
+    flagged) and only what fits the schema is read (`schema.prune`).
+    """
     rows = tuple(
         worker_row(w, run.process_ids.get(w, i), run.receipts.get(w), run.sources.get(w))
         for i, w in enumerate(run.workers)
     )
+    run = replace(run, receipts={w: prune(doc) for w, doc in run.receipts.items()})
     have = [r for r in rows if r.has_receipt]
     checks = (
         _missing_receipts(run, rows),
@@ -61,6 +67,8 @@ def worker_row(name: str, pid: int, doc: Doc | None, source: str | None) -> Work
     """One worker's row from its receipt (an empty row when there is none)."""
     if doc is None:
         return _empty_row(name, pid)
+    problems = tuple(validate(doc))
+    doc = prune(doc) or {}
     training = doc.get("training") or {}
     timings = training.get("timings") or {}
     compile_s, compile_source = _compile_time(doc, timings)
@@ -70,7 +78,7 @@ def worker_row(name: str, pid: int, doc: Doc | None, source: str | None) -> Work
         worker=name,
         process_id=pid,
         source=source,
-        problems=tuple(validate(doc)),
+        problems=problems,
         bundle=doc.get("bundle"),
         bundle_id=doc.get("bundle_id"),
         versions=doc.get("versions") or {},

@@ -73,6 +73,71 @@ def validate(doc: object, schema: Doc | None = None) -> list[str]:
     return problems
 
 
+_DROP = object()  # what `prune` returns for a value that does not fit its schema
+_MAX_INT = 2**63  # larger numbers are no timing, count or id a launcher writes
+
+
+def prune(doc: object, schema: Doc | None = None) -> Doc | None:
+    """`doc` with every value that does not fit the receipt schema left out.
+
+    The report reads receipts written on workers; a receipt of the wrong shape is
+    flagged (`validate`), and what is read of it is only what has the type the schema
+    promises: a value of the wrong type, a non-finite or absurdly large number, an
+    object without its required keys are dropped (a list item, an object's key), never
+    half-read. None when `doc` is not an object at all.
+    """
+    root = schema or load_schema()
+    if not isinstance(doc, dict):
+        return None
+    out = _prune(doc, root, root, top=True)
+    return out if isinstance(out, dict) else None
+
+
+def _prune(value: Any, schema: Doc, root: Doc, *, top: bool = False) -> Any:
+    if "$ref" in schema:
+        return _prune(value, root["$defs"][schema["$ref"].split("/")[-1]], root, top=top)
+    types = schema.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        if not any(_TYPES[t](value) for t in types):
+            return _DROP
+    if "enum" in schema and value not in schema["enum"]:
+        return _DROP
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return value if abs(value) < _MAX_INT and value == value else _DROP  # finite, not NaN
+    if isinstance(value, list):
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            return [v for v in value if isinstance(v, (str, bool)) or v is None]
+        return [p for p in (_prune(v, items, root) for v in value) if p is not _DROP]
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        out = {}
+        for name, item in value.items():
+            sub = props.get(name, extra if isinstance(extra, dict) else None)
+            if sub is None and (extra is False or name in props):
+                continue
+            pruned = _prune(item, sub, root) if sub is not None else _plain(item)
+            if pruned is not _DROP:
+                out[name] = pruned
+        if not top and any(name not in out for name in schema.get("required", [])):
+            return _DROP
+        return out
+    return _DROP
+
+
+def _plain(value: Any) -> Any:
+    """A value the schema says nothing about, kept only when it is a plain scalar."""
+    if isinstance(value, (str, bool)) or value is None:
+        return value
+    if isinstance(value, (int, float)) and abs(value) < _MAX_INT and value == value:
+        return value
+    return _DROP
+
+
 def startup_rank(step: str) -> int | None:
     """Where a start-up step (`import jax`, `user-code`, ...) belongs in the expected order."""
     return STARTUP_RANK.get(step.split(" ", 1)[0])

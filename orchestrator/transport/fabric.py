@@ -24,7 +24,7 @@ from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
-from orchestrator.transport.hostkeys import _HostKeyPolicy
+from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
 from orchestrator.transport.protocol import (
     FanOut,
     LineCallback,
@@ -204,10 +204,10 @@ class FabricTransport(FanOut):
             connect_timeout=max(1, int(round(self.connect_timeout))),
             connect_kwargs=connect_kwargs,
         )
-        conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role))
-        if self.known_hosts_path.exists():
-            conn.client.load_host_keys(str(self.known_hosts_path))
-            conn.client._host_keys_filename = None  # never let paramiko rewrite the file
+        # Read here, not by paramiko: a bad line is skipped and named, @revoked and @cert-authority honoured.
+        known = read_known_hosts(self.known_hosts_path)
+        conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role, known))
+        known.add_to(conn.client.get_host_keys())
         return conn
 
     def _gateway(self, conn: Any, w: WorkerRef, config: Any, via: tuple[str, ...]) -> Any:
