@@ -37,21 +37,32 @@ def _env_pairs(values: Iterable[str]) -> dict[str, str]:
 
 
 class _Printer:
-    """Worker-prefixed output on stdout, controller progress on stderr."""
+    """Worker-prefixed output: the workers' stdout on stdout, their stderr and orch's progress on stderr.
+
+    Each stream has its own lock, so a reader that is slow on one (a pipe nobody reads yet) never
+    holds up the other."""
 
     def __init__(self, workers: Iterable[str], to_stderr: bool = False) -> None:
         self.width = max((len(w) for w in workers), default=0)
-        self.lock = threading.Lock()
+        self.out_lock = threading.Lock()
+        self.err_lock = threading.Lock()
         self.to_stderr = to_stderr  # --detach keeps stdout for the run id alone
 
     def output(self, worker: str, line: str) -> None:
-        with self.lock:
-            out = sys.stderr if self.to_stderr else sys.stdout
-            out.write(f"{worker:<{self.width}} | {line}\n")
-            out.flush()
+        if self.to_stderr:
+            self.error_output(worker, line)
+            return
+        with self.out_lock:
+            sys.stdout.write(f"{worker:<{self.width}} | {line}\n")
+            sys.stdout.flush()
+
+    def error_output(self, worker: str, line: str) -> None:
+        with self.err_lock:
+            sys.stderr.write(f"{worker:<{self.width}} | {line}\n")
+            sys.stderr.flush()
 
     def report(self, text: str) -> None:
-        with self.lock:
+        with self.err_lock:
             click.echo(f"orch: {text}", err=True)
 
 
@@ -243,6 +254,7 @@ def launch(
             reclaim=reclaim,
             detach=detach,
             on_output=None if as_json else printer.output,
+            on_stderr=None if as_json else printer.error_output,
             report=printer.report,
             timing=core.LaunchTiming(
                 grace=grace, failure_grace=failure_grace, lost_after=lost_after, start_timeout=start_timeout
@@ -391,6 +403,7 @@ def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_afte
             record,
             transport,
             on_output=printer.output,
+            on_stderr=printer.error_output,
             report=printer.report,
             timing=LaunchTiming(grace=grace, failure_grace=failure_grace, lost_after=lost_after),
         )

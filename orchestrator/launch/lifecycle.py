@@ -46,6 +46,7 @@ def execute(
     reclaim: bool = False,
     detach: bool = False,
     on_output: OutputFn | None = None,
+    on_stderr: OutputFn | None = None,
     report: ReportFn = quiet,
     record: runs.RunRecord | None = None,
 ) -> LaunchOutcome:
@@ -66,7 +67,9 @@ def execute(
     try:
         start(plan, transport, record, timing)
         until = "started" if detach else "exit"
-        outcome = monitor(plan, transport, timing=timing, on_output=on_output, report=report, until=until)
+        outcome = monitor(
+            plan, transport, timing=timing, on_output=on_output, on_stderr=on_stderr, report=report, until=until
+        )
     except KeyboardInterrupt as exc:
         outcome = interrupted(plan, transport, exc, grace=timing.grace)
     return finish(plan, transport, outcome, record)
