@@ -23,7 +23,7 @@ import time
 from types import FrameType
 from typing import Any
 
-from hostside import SCHEMA_VERSION, launch_output
+from hostside import SCHEMA_VERSION, launch_output, launch_stdin
 from hostside import launch_proc as lp
 
 LEFTOVER_GRACE = 3.0
@@ -57,12 +57,13 @@ def supervise(run_dir: str) -> int:
     hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cwd = doc.get("cwd") or os.path.expanduser("~")
     fds = {stream: os.pipe() for stream in launch_output.STREAMS}
+    stdin, stdin_holder = _stdin(run_dir, doc)
     try:
         proc = subprocess.Popen(
             [doc["python"], "-m", "hostside.launcher", os.path.join(run_dir, lp.LAUNCH_FILE)],
             cwd=cwd,
             env=child_env(doc, hostside_root),
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=fds["stdout"][1],
             stderr=fds["stderr"][1],
             start_new_session=True,
@@ -73,6 +74,7 @@ def supervise(run_dir: str) -> int:
         for r, w in fds.values():
             os.close(r)
             os.close(w)
+        _release_stdin(stdin_holder if stdin == subprocess.DEVNULL else [*stdin_holder, stdin])
         with open(os.path.join(run_dir, lp.LOG_FILE), "ab") as log:
             log.write(f"orch launcher: {reason}\n".encode())
         lp.write_json_atomic(
@@ -88,6 +90,8 @@ def supervise(run_dir: str) -> int:
         return 1
     for _, w in fds.values():
         os.close(w)  # the user process holds the write ends: EOF once it (and what it left) is gone
+    if stdin != subprocess.DEVNULL:
+        os.close(stdin)
     output = launch_output.OutputPump(run_dir, {stream: r for stream, (r, _) in fds.items()})
     st = lp.stat(proc.pid)
     me = lp.stat(os.getpid())
@@ -115,7 +119,7 @@ def supervise(run_dir: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo, output)
+    status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo, output, stdin_holder)
     # What the process wrote before it ended is on disk before exit.json says it ended.
     output.drain(idle=DRAIN_IDLE, limit=DRAIN_LIMIT)
     code, sig = (None, -status) if status < 0 else (status, None)
@@ -162,6 +166,7 @@ def _wait(
     stop_requested: list[int],
     pidinfo: dict[str, Any],
     output: launch_output.OutputPump,
+    stdin_holder: list[int],
 ) -> tuple[int, bool]:
     """Wait for the user process; end its group on timeout or on our own SIGTERM."""
     timeout = doc.get("timeout")
@@ -174,7 +179,10 @@ def _wait(
     while True:
         status = proc.poll()
         if status is not None:
+            _release_stdin(stdin_holder)
             return status, False
+        if stdin_holder and os.path.exists(os.path.join(run_dir, launch_stdin.EOF_MARK)):
+            _release_stdin(stdin_holder)  # the controller's input ended: the process reads EOF
         if deadline is None and timeout:
             release = lp.read_json(os.path.join(run_dir, lp.RELEASE_FILE))
             if release:
@@ -194,6 +202,7 @@ def _wait(
                 output.drain(idle=0.05, limit=0.05)
                 ending.join(0.01)
             proc.wait()
+            _release_stdin(stdin_holder)
             return proc.returncode, timed_out
         try:
             watched = [*output.watched(), *([pidfd] if pidfd is not None else [])]
@@ -201,6 +210,24 @@ def _wait(
             output.pump(ready)
         except InterruptedError:
             pass
+
+
+def _stdin(run_dir: str, doc: dict[str, Any]) -> tuple[Any, list[int]]:
+    """The user process's stdin: /dev/null, or with `stdin` in the launch file the read end of a FIFO
+    that hostside.launch_stdin fills (and a write end we hold until its end of input)."""
+    if not doc.get("stdin"):
+        return subprocess.DEVNULL, []
+    path = os.path.join(run_dir, launch_stdin.FIFO)
+    os.mkfifo(path, 0o600)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    holder = os.open(path, os.O_WRONLY)
+    os.set_blocking(reader, True)
+    return reader, [holder]
+
+
+def _release_stdin(holder: list[int]) -> None:
+    while holder:
+        os.close(holder.pop())
 
 
 def _finish_record(run_dir: str, code: int | None, sig: int | None, reason: str) -> None:

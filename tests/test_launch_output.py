@@ -115,3 +115,27 @@ def test_a_watch_of_a_run_started_by_an_older_orch_streams_its_output_log(tmp_pa
     lp.write_json_atomic(str(tmp_path / lp.EXIT_FILE), {"exit_code": 0, "signal": None})
     res = watch(tmp_path, "--stream", "output")
     assert res.stdout == "one\ntwo\n" and res.stderr == ""
+
+
+def test_forwarded_stdin_reaches_the_process_and_it_reads_eof_once_the_input_ends(tmp_path):
+    import os
+    import threading
+
+    from hostside import launch_stdin, launch_supervise
+
+    reader, holder = launch_supervise._stdin(str(tmp_path), {"stdin": True})
+    cat = subprocess.Popen(["cat"], stdin=reader, stdout=subprocess.PIPE)
+    os.close(reader)
+    source_r, source_w = os.pipe()
+    done: list[dict] = []
+    feeder = threading.Thread(target=lambda: done.append(launch_stdin.forward(str(tmp_path), source_r)))
+    feeder.start()
+    os.write(source_w, b"".join(b"line %d\n" % i for i in range(1000)))
+    os.close(source_w)
+    feeder.join(30)
+    assert done == [{"ok": True, "bytes": 8890}]
+    assert (tmp_path / launch_stdin.EOF_MARK).exists()
+    launch_supervise._release_stdin(holder)  # what the supervisor does on seeing the mark
+    out, _ = cat.communicate(timeout=30)
+    assert out.splitlines()[-1] == b"line 999" and len(out.splitlines()) == 1000
+    assert oct((tmp_path / launch_stdin.FIFO).stat().st_mode & 0o777) == "0o600"

@@ -151,3 +151,34 @@ def _wait_for_exit(proc: subprocess.Popen, seconds: float) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+# Reads its whole stdin and says how many lines came, and the last one.
+READER = r"""
+import os, sys
+lines = sys.stdin.read().splitlines()
+print(f"stdin {os.environ['RANK']} {len(lines)} {lines[-1] if lines else '-'}", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("option", "fed"), [("--stdin", {"0"}), ("--stdin-all", {"0", "1", "2", "3"})])
+def test_the_controllers_stdin_reaches_process_0_or_every_process_and_ends_at_its_eof(
+    slice4, jax_cpu_lane, tmp_path, option, fed
+):
+    workdir = tmp_path / "code"
+    workdir.mkdir()
+    (workdir / "reader.py").write_text(READER)
+    given = "".join(f"line {i}\n" for i in range(5000))
+    argv = [orch_executable(), "launch", "--lane", "cpu", "--no-gather", "--workdir", str(workdir), option]
+    proc = subprocess.run(
+        [*argv, "--", "reader.py"],
+        input=given,
+        capture_output=True,
+        text=True,
+        env=orch_env(slice4, tmp_path / "runs"),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = dict(re.findall(r"\| stdin (\d) (\d+ .+)$", proc.stdout, re.M))
+    expected = {rank: ("5000 line 4999" if rank in fed else "0 -") for rank in ("0", "1", "2", "3")}
+    assert said == expected, f"--- stdout\n{proc.stdout[-3000:]}--- stderr\n{proc.stderr[-3000:]}"

@@ -186,6 +186,13 @@ def _gang_timing_options(fn: _F) -> _F:
     is_flag=True,
     help="Do not copy the workers' receipts and logs to the controller at the end (`orch gather RUN` does it later).",
 )
+@click.option(
+    "--stdin",
+    "stdin_to",
+    flag_value="0",
+    help="Forward this command's stdin to process 0 (its stdin ends when ours does); others read /dev/null.",
+)
+@click.option("--stdin-all", "stdin_to", flag_value="all", help="Forward this command's stdin to every process.")
 @click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
@@ -206,6 +213,7 @@ def launch(
     start_timeout: float,
     port: int | None,
     no_gather: bool,
+    stdin_to: str | None,
     run_id: str | None,
     argv: tuple[str, ...],
 ) -> None:
@@ -218,11 +226,15 @@ def launch(
     The script runs under the lane's active bundle Python. If one worker fails
     (or is lost), every other worker's processes are ended; Ctrl-C and
     --timeout do the same. At the end every worker's receipt and logs are
-    gathered into the run's record (unless --no-gather).
+    gathered into the run's record (unless --no-gather). Workers' stdout
+    comes out on stdout, their stderr on stderr, each line prefixed with the
+    worker's name; the processes read /dev/null unless --stdin or --stdin-all.
     """
     from orchestrator import launch as core
     from orchestrator import runs
 
+    if stdin_to and detach:
+        raise click.UsageError("--stdin and --stdin-all need a watching controller; they cannot go with --detach")
     fleet = obj.fleet()
     plan = core.plan_launch(
         fleet,
@@ -260,6 +272,7 @@ def launch(
                 grace=grace, failure_grace=failure_grace, lost_after=lost_after, start_timeout=start_timeout
             ),
             record=record,
+            stdin_to=stdin_to,
         )
         gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
     if as_json:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
@@ -31,6 +31,8 @@ from orchestrator.transport.protocol import (
     LocalPath,
     LocalSource,
     Result,
+    Stdin,
+    StdinSource,
     command_line,
     source_name,
 )
@@ -104,7 +106,7 @@ def _remote_runner_class() -> type:
     class ChunkedStdinRemote(Remote):  # type: ignore[misc]  # fabric has no type hints
         read_chunk_size = 1 << 16
 
-        def read_our_stdin(self, input_: IO[str]) -> str:
+        def read_our_stdin(self, input_: StdinSource) -> str:
             return input_.read(1 << 16)
 
         def read_proc_output(self, reader: Callable[[int], bytes]) -> Iterator[str]:
@@ -317,7 +319,7 @@ class FabricTransport(FanOut):
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: Stdin = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> Result:
@@ -346,7 +348,7 @@ class FabricTransport(FanOut):
                 warn=True,
                 pty=False,
                 timeout=timeout + CLIENT_GRACE,
-                in_stream=io.StringIO(stdin) if stdin is not None else False,
+                in_stream=io.StringIO(stdin) if isinstance(stdin, str) else (stdin if stdin is not None else False),
             )
             if on_line:
                 callback = on_line
