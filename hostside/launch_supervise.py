@@ -2,8 +2,9 @@
 
 Starts the launcher under the lane's bundle Python in its own session and
 process group, with the launch file's environment set at exec time (so every
-process of the run carries ORCH_RUN_ID from birth), its output in
-`output.log`, and a pid file naming the group. Then it waits: when the user
+process of the run carries ORCH_RUN_ID from birth), its stdout and stderr
+copied as they come into `output.log` and `streams/` (hostside.launch_output),
+and a pid file naming the group. Then it waits: when the user
 process ends it writes `exit.json` at once (the controller's gang rule reacts
 to that), then ends whatever the process left behind in its group. It also
 enforces the run's timeout on its own, so a detached run is bounded even when
@@ -17,14 +18,17 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from types import FrameType
 from typing import Any
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, launch_output, launch_stdin
 from hostside import launch_proc as lp
 
 LEFTOVER_GRACE = 3.0
+DRAIN_IDLE = 0.2  # after the process ended: output still arriving this often is still copied
+DRAIN_LIMIT = 5.0
 TIMEOUT_SLACK = 2.0
 
 
@@ -52,22 +56,27 @@ def supervise(run_dir: str) -> int:
     exit_path = os.path.join(run_dir, lp.EXIT_FILE)
     hostside_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cwd = doc.get("cwd") or os.path.expanduser("~")
-    log = open(os.path.join(run_dir, lp.LOG_FILE), "ab")
+    fds = {stream: os.pipe() for stream in launch_output.STREAMS}
+    stdin, stdin_holder = _stdin(run_dir, doc)
     try:
         proc = subprocess.Popen(
             [doc["python"], "-m", "hostside.launcher", os.path.join(run_dir, lp.LAUNCH_FILE)],
             cwd=cwd,
             env=child_env(doc, hostside_root),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            stdin=stdin,
+            stdout=fds["stdout"][1],
+            stderr=fds["stderr"][1],
             start_new_session=True,
             close_fds=True,
         )
     except OSError as exc:
         reason = f"cannot start {doc['python']} in {cwd}: {exc.strerror or exc}"
-        log.write(f"orch launcher: {reason}\n".encode())
-        log.close()
+        for r, w in fds.values():
+            os.close(r)
+            os.close(w)
+        _release_stdin(stdin_holder if stdin == subprocess.DEVNULL else [*stdin_holder, stdin])
+        with open(os.path.join(run_dir, lp.LOG_FILE), "ab") as log:
+            log.write(f"orch launcher: {reason}\n".encode())
         lp.write_json_atomic(
             exit_path,
             {
@@ -79,7 +88,11 @@ def supervise(run_dir: str) -> int:
             },
         )
         return 1
-    log.close()
+    for _, w in fds.values():
+        os.close(w)  # the user process holds the write ends: EOF once it (and what it left) is gone
+    if stdin != subprocess.DEVNULL:
+        os.close(stdin)
+    output = launch_output.OutputPump(run_dir, {stream: r for stream, (r, _) in fds.items()})
     st = lp.stat(proc.pid)
     me = lp.stat(os.getpid())
     pidinfo = {
@@ -106,7 +119,9 @@ def supervise(run_dir: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo)
+    status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo, output, stdin_holder)
+    # What the process wrote before it ended is on disk before exit.json says it ended.
+    output.drain(idle=DRAIN_IDLE, limit=DRAIN_LIMIT)
     code, sig = (None, -status) if status < 0 else (status, None)
     stop = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
     if timed_out:
@@ -129,6 +144,7 @@ def supervise(run_dir: str) -> int:
             "reason": reason,
             "stopped": bool(stop or stop_requested or timed_out),
             "ended_at": time.time(),
+            "lines": output.counts(),
         },
     )
     _finish_record(run_dir, code, sig, reason)
@@ -138,6 +154,8 @@ def supervise(run_dir: str) -> int:
     )
     if leftovers["term"]:
         _log(f"ended leftover processes of the run: {leftovers}")
+    output.drain(idle=DRAIN_IDLE, limit=DRAIN_LIMIT)  # what the leftovers wrote, still into output.log
+    output.close()
     return 0
 
 
@@ -147,6 +165,8 @@ def _wait(
     doc: dict[str, Any],
     stop_requested: list[int],
     pidinfo: dict[str, Any],
+    output: launch_output.OutputPump,
+    stdin_holder: list[int],
 ) -> tuple[int, bool]:
     """Wait for the user process; end its group on timeout or on our own SIGTERM."""
     timeout = doc.get("timeout")
@@ -159,7 +179,10 @@ def _wait(
     while True:
         status = proc.poll()
         if status is not None:
+            _release_stdin(stdin_holder)
             return status, False
+        if stdin_holder and os.path.exists(os.path.join(run_dir, launch_stdin.EOF_MARK)):
+            _release_stdin(stdin_holder)  # the controller's input ended: the process reads EOF
         if deadline is None and timeout:
             release = lp.read_json(os.path.join(run_dir, lp.RELEASE_FILE))
             if release:
@@ -167,19 +190,44 @@ def _wait(
                 deadline = release.get("release_at", time.time()) + timeout + TIMEOUT_SLACK
         if (deadline is not None and time.time() > deadline) or stop_requested:
             timed_out = not stop_requested
-            lp.terminate(
-                lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),
-                grace=doc.get("grace", 5.0),
-                pgid=lp.verified_pgid(pidinfo),
+            # End the group in a thread: output written while it ends (a handler's last words) is copied.
+            ending = threading.Thread(
+                target=lp.terminate,
+                args=(lambda: lp.run_members(doc["run_id"], doc["worker"], pidinfo),),
+                kwargs={"grace": doc.get("grace", 5.0), "pgid": lp.verified_pgid(pidinfo)},
+                daemon=True,
             )
-            return proc.wait(), timed_out
+            ending.start()
+            while ending.is_alive() or proc.poll() is None:
+                output.drain(idle=0.05, limit=0.05)
+                ending.join(0.01)
+            proc.wait()
+            _release_stdin(stdin_holder)
+            return proc.returncode, timed_out
         try:
-            if pidfd is not None:
-                select.select([pidfd], [], [], 0.5)
-            else:
-                time.sleep(0.02)
+            watched = [*output.watched(), *([pidfd] if pidfd is not None else [])]
+            ready, _, _ = select.select(watched, [], [], 0.5 if pidfd is not None else 0.02)
+            output.pump(ready)
         except InterruptedError:
             pass
+
+
+def _stdin(run_dir: str, doc: dict[str, Any]) -> tuple[Any, list[int]]:
+    """The user process's stdin: /dev/null, or with `stdin` in the launch file the read end of a FIFO
+    that hostside.launch_stdin fills (and a write end we hold until its end of input)."""
+    if not doc.get("stdin"):
+        return subprocess.DEVNULL, []
+    path = os.path.join(run_dir, launch_stdin.FIFO)
+    os.mkfifo(path, 0o600)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    holder = os.open(path, os.O_WRONLY)
+    os.set_blocking(reader, True)
+    return reader, [holder]
+
+
+def _release_stdin(holder: list[int]) -> None:
+    while holder:
+        os.close(holder.pop())
 
 
 def _finish_record(run_dir: str, code: int | None, sig: int | None, reason: str) -> None:

@@ -264,7 +264,7 @@ def run_contract(doc: dict[str, Any], rec: Record) -> None:
                 "jax on TPU: the runtime discovers the slice; the script calls jax.distributed.initialize() itself",
             )
         elif action == "torch.distributed.env":
-            keys = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK")
+            keys = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK")
             rec.step(
                 "distributed-init",
                 "env",

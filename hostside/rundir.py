@@ -2,7 +2,8 @@
 
 launch.json    the per-worker launch file (written by launch_start)
 pid            {pid, pgid, sid, starttime, supervisor_pid, ...} of the user process
-output.log     the user process's stdout and stderr
+output.log     the user process's stdout and stderr, whole lines in arrival order
+streams/       stdout and stderr apart (streamed live; left out of gathering)
 record.json    what the launcher did, in order, with timestamps (the process's receipt)
 ready / release / stop / exit.json   the start barrier and the end of the run
 supervisor.log the supervisor's own messages
@@ -13,6 +14,7 @@ from __future__ import annotations
 LAUNCH_FILE = "launch.json"
 PID_FILE = "pid"
 LOG_FILE = "output.log"
+STREAMS_DIR = "streams"
 RECORD_FILE = "record.json"
 READY_FILE = "ready"
 RELEASE_FILE = "release"

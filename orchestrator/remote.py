@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import WorkerRef
-from orchestrator.transport import LineCallback, Result, Transport
+from orchestrator.transport import LineCallback, Result, Stdin, Transport
 
 HOSTSIDE_DIR = Path(__file__).resolve().parent.parent / "hostside"
 # The transport memo entry naming the workers known to hold this controller's hostside.
@@ -126,7 +126,7 @@ def run_hostside(
     python: str | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    stdin: str | None = None,
+    stdin: Stdin = None,
     on_line: LineCallback | None = None,
 ) -> Result:
     """Run hostside.<job> with ARGS on one worker, isolated (shipping hostside first if needed)."""

@@ -34,6 +34,8 @@ class ScriptedTransport:
 
     exit_codes: dict[str, int]
     released: threading.Event = field(default_factory=threading.Event)
+    exited: dict[str, threading.Event] = field(default_factory=lambda: {w: threading.Event() for w in WORKERS})
+    shown: int = LINES  # lines the output stream delivers (of LINES written)
     calls: list[tuple[str, str]] = field(default_factory=list)
     memo: dict[str, Any] = field(default_factory=lambda: {"hostside-ready": set(WORKERS)})
 
@@ -48,8 +50,10 @@ class ScriptedTransport:
         i = list(argv).index("-m") + 1  # python [interpreter options] -m hostside.JOB ARGS
         job, verb = argv[i], argv[i + 1]
         self.calls.append((name, f"{job} {verb}" if job == "hostside.launch_ctl" else job))
-        if job == "hostside.launch_watch":
+        if job == "hostside.launch_watch" and argv[argv.index("--stream") + 1] == "events":
             return self._watch(name, on_line)
+        if job == "hostside.launch_watch" and argv[argv.index("--stream") + 1] == "output":
+            return self._output(name, on_line)
         if job == "hostside.launch_ctl" and verb == "release":
             self.released.set()
             return self._doc(name, {"ok": True})
@@ -64,10 +68,18 @@ class ScriptedTransport:
         event("ready")
         assert self.released.wait(30), "never released"
         event("started", started_at=1.0, released_at=1.0, release_at=1.0)
-        # The exit report comes first (stderr overtakes the stdout backlog), the output after it.
-        event("exit", exit_code=self.exit_codes[name], ended_at=2.0, tail="")
-        for i in range(LINES):
+        lines = {"stdout": LINES, "stderr": LINES // 10}
+        event("exit", exit_code=self.exit_codes[name], ended_at=2.0, tail="", lines=lines)
+        self.exited[name].set()
+        return Result(host=name, argv=("launch_watch",), exit_code=0)
+
+    def _output(self, name: str, on_line) -> Result:
+        # The exit report comes first (events travel apart from the output backlog), the output after it.
+        assert self.exited[name].wait(30), "never exited"
+        for i in range(self.shown):
             on_line(name, "stdout", f"line {i}")
+            if i % 10 == 0:
+                on_line(name, "stderr", f"err {i}")
         return Result(host=name, argv=("launch_watch",), exit_code=0)
 
     def _doc(self, name: str, doc: dict[str, Any]) -> Result:
@@ -103,24 +115,36 @@ def plan() -> LaunchPlan:
     )
 
 
-def watch(transport: ScriptedTransport) -> tuple[Any, dict[str, list[str]], list[str]]:
+def watch(transport: ScriptedTransport, lost_after: float = 30) -> tuple[Any, dict[str, list[str]], list[str]]:
     lines: dict[str, list[str]] = {w: [] for w in WORKERS}
+    errors: dict[str, list[str]] = {w: [] for w in WORKERS}
     reports: list[str] = []
     outcome = monitor(
         plan(),
         transport,  # type: ignore[arg-type]
-        timing=LaunchTiming(start_timeout=30, lost_after=30),
+        timing=LaunchTiming(start_timeout=30, lost_after=lost_after),
         on_output=lambda w, line: lines[w].append(line),
+        on_stderr=lambda w, line: errors[w].append(line),
         report=reports.append,
     )
+    assert all(line.startswith("err ") for got in errors.values() for line in got)
     return outcome, lines, reports
 
 
 def test_the_gang_ends_only_after_every_line_of_output_arrived():
-    outcome, lines, _ = watch(ScriptedTransport(exit_codes={"w0": 0, "w1": 0}))
+    outcome, lines, reports = watch(ScriptedTransport(exit_codes={"w0": 0, "w1": 0}))
     assert outcome.status == "succeeded"
     assert {w: len(got) for w, got in lines.items()} == {w: LINES for w in WORKERS}
     assert all(got[-1] == f"line {LINES - 1}" for got in lines.values())
+    assert all(end.live_missed is None for end in outcome.ends.values())
+    assert not [r for r in reports if "missed" in r]
+
+
+def test_lines_the_live_view_did_not_show_are_counted_and_reported_per_worker():
+    outcome, _, reports = watch(ScriptedTransport(exit_codes={"w0": 0, "w1": 0}, shown=LINES - 5))
+    assert outcome.status == "succeeded"
+    assert {w: e.live_missed for w, e in outcome.ends.items()} == {w: {"stdout": 5} for w in WORKERS}
+    assert sum("the live view missed 5 of 2000 stdout lines" in r for r in reports) == 2
 
 
 def test_a_failing_worker_is_named_and_the_gang_torn_down_once():

@@ -173,6 +173,31 @@ def test_process_ids_follow_the_lane_order_and_tpu_worker_id_stays_the_slice_ind
     assert {p.env["MASTER_ADDR"] for p in plan.processes} == {"10.128.0.4"}
 
 
+def test_every_process_gets_torchruns_environment_for_one_process_per_node(tmp_path):
+    """As `torchrun --nnodes=N --nproc_per_node=1` sets it (torch.distributed.elastic's agent)."""
+    fleet = fleet_with(tmp_path, lanes="a: {workers: [3, 2], bundle: jax-cpu, runtime: cpu, platform: cpu}\n")
+    plan = plan_launch(fleet, "a", ["x.py"], run_id=RUN_ID)
+    for p in plan.processes:
+        rank = str(p.process_id)
+        assert {k: p.env[k] for k in ("RANK", "GROUP_RANK", "ROLE_RANK", "LOCAL_RANK")} == {
+            "RANK": rank,
+            "GROUP_RANK": rank,
+            "ROLE_RANK": rank,
+            "LOCAL_RANK": "0",
+        }
+        assert {k: p.env[k] for k in ("WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "LOCAL_WORLD_SIZE")} == {
+            "WORLD_SIZE": "2",
+            "GROUP_WORLD_SIZE": "2",
+            "ROLE_WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "1",
+        }
+        assert p.env["ROLE_NAME"] == "default" and p.env["TORCHELASTIC_RUN_ID"] == RUN_ID
+        assert (p.env["TORCHELASTIC_RESTART_COUNT"], p.env["TORCHELASTIC_MAX_RESTARTS"]) == ("0", "0")
+        assert p.env["TORCHELASTIC_USE_AGENT_STORE"] == "False"  # rank 0 creates the store itself
+    with pytest.raises(LaunchError, match="GROUP_RANK, which orch launch sets"):
+        plan_launch(fleet, "a", ["x.py"], run_id=RUN_ID, extra_env={"GROUP_RANK": "7"})
+
+
 def test_the_coordinator_port_comes_from_the_run_id_and_master_port_is_the_next_one(fleet):
     plan = plan_launch(fleet, "train", ["x.py"], run_id=RUN_ID)
     assert (

@@ -222,6 +222,34 @@ def test_torch_ddp_example_runs_on_four_workers_over_gloo(slice4, torch_cpu_lane
     assert no_processes_left(slice4, run_id_from(res.stderr))
 
 
+def test_a_torchrun_program_that_checks_group_and_role_ranks_runs_unmodified(
+    slice4, torch_cpu_lane, torch_cpu_fleet, runs_dir
+):
+    res = orch(
+        slice4,
+        runs_dir,
+        "launch",
+        "--lane",
+        "torch",
+        "--workdir",
+        str(EXAMPLES),
+        "--",
+        "torchrun_env.py",
+        fleet=torch_cpu_fleet,
+        timeout=300,
+    )
+    assert sorted(re.findall(r"torchrun-env ok rank (\d)/4", res.stdout)) == ["0", "1", "2", "3"]
+    run_id = run_id_from(res.stderr)
+    record = json.loads((runs_dir / run_id / "workers" / "slice-w2.json").read_text())["record"]
+    env = record["policy"]["env"]  # the receipt records the contract it ran under
+    assert {k: env[k] for k in ("GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID")} == {
+        "GROUP_RANK": "2",
+        "ROLE_RANK": "2",
+        "ROLE_WORLD_SIZE": "4",
+        "TORCHELASTIC_RUN_ID": run_id,
+    }
+
+
 # -- gang semantics ------------------------------------------------------------------
 
 

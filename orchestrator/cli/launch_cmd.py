@@ -37,21 +37,32 @@ def _env_pairs(values: Iterable[str]) -> dict[str, str]:
 
 
 class _Printer:
-    """Worker-prefixed output on stdout, controller progress on stderr."""
+    """Worker-prefixed output: the workers' stdout on stdout, their stderr and orch's progress on stderr.
+
+    Each stream has its own lock, so a reader that is slow on one (a pipe nobody reads yet) never
+    holds up the other."""
 
     def __init__(self, workers: Iterable[str], to_stderr: bool = False) -> None:
         self.width = max((len(w) for w in workers), default=0)
-        self.lock = threading.Lock()
+        self.out_lock = threading.Lock()
+        self.err_lock = threading.Lock()
         self.to_stderr = to_stderr  # --detach keeps stdout for the run id alone
 
     def output(self, worker: str, line: str) -> None:
-        with self.lock:
-            out = sys.stderr if self.to_stderr else sys.stdout
-            out.write(f"{worker:<{self.width}} | {line}\n")
-            out.flush()
+        if self.to_stderr:
+            self.error_output(worker, line)
+            return
+        with self.out_lock:
+            sys.stdout.write(f"{worker:<{self.width}} | {line}\n")
+            sys.stdout.flush()
+
+    def error_output(self, worker: str, line: str) -> None:
+        with self.err_lock:
+            sys.stderr.write(f"{worker:<{self.width}} | {line}\n")
+            sys.stderr.flush()
 
     def report(self, text: str) -> None:
-        with self.lock:
+        with self.err_lock:
             click.echo(f"orch: {text}", err=True)
 
 
@@ -175,6 +186,13 @@ def _gang_timing_options(fn: _F) -> _F:
     is_flag=True,
     help="Do not copy the workers' receipts and logs to the controller at the end (`orch gather RUN` does it later).",
 )
+@click.option(
+    "--stdin",
+    "stdin_to",
+    flag_value="0",
+    help="Forward this command's stdin to process 0 (its stdin ends when ours does); others read /dev/null.",
+)
+@click.option("--stdin-all", "stdin_to", flag_value="all", help="Forward this command's stdin to every process.")
 @click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
@@ -195,6 +213,7 @@ def launch(
     start_timeout: float,
     port: int | None,
     no_gather: bool,
+    stdin_to: str | None,
     run_id: str | None,
     argv: tuple[str, ...],
 ) -> None:
@@ -207,11 +226,15 @@ def launch(
     The script runs under the lane's active bundle Python. If one worker fails
     (or is lost), every other worker's processes are ended; Ctrl-C and
     --timeout do the same. At the end every worker's receipt and logs are
-    gathered into the run's record (unless --no-gather).
+    gathered into the run's record (unless --no-gather). Workers' stdout
+    comes out on stdout, their stderr on stderr, each line prefixed with the
+    worker's name; the processes read /dev/null unless --stdin or --stdin-all.
     """
     from orchestrator import launch as core
     from orchestrator import runs
 
+    if stdin_to and detach:
+        raise click.UsageError("--stdin and --stdin-all need a watching controller; they cannot go with --detach")
     fleet = obj.fleet()
     plan = core.plan_launch(
         fleet,
@@ -243,11 +266,13 @@ def launch(
             reclaim=reclaim,
             detach=detach,
             on_output=None if as_json else printer.output,
+            on_stderr=None if as_json else printer.error_output,
             report=printer.report,
             timing=core.LaunchTiming(
                 grace=grace, failure_grace=failure_grace, lost_after=lost_after, start_timeout=start_timeout
             ),
             record=record,
+            stdin_to=stdin_to,
         )
         gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
     if as_json:
@@ -391,6 +416,7 @@ def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_afte
             record,
             transport,
             on_output=printer.output,
+            on_stderr=printer.error_output,
             report=printer.report,
             timing=LaunchTiming(grace=grace, failure_grace=failure_grace, lost_after=lost_after),
         )

@@ -34,12 +34,17 @@ def reply(result: Result) -> dict[str, Any] | None:
         return None
 
 
-def start_workers(plan: LaunchPlan, transport: Transport, *, grace: float, ready_timeout: float) -> dict[str, Result]:
+def start_workers(
+    plan: LaunchPlan, transport: Transport, *, grace: float, ready_timeout: float, stdin_to: Sequence[str] = ()
+) -> dict[str, Result]:
     """Send each worker its launch document (on stdin, never a command line; the worker writes it
-    owner-only, since it holds the run's environment) and start its supervisor."""
+    owner-only, since it holds the run's environment) and start its supervisor. The processes of
+    `stdin_to` read their stdin from the controller (orchestrator.launch.stdin), the others /dev/null."""
 
     def one(worker: WorkerRef) -> Result:
         doc = plan.launch_doc(plan.process(worker.name), grace=grace, ready_timeout=ready_timeout)
+        if worker.name in stdin_to:
+            doc["stdin"] = True
         return run_hostside(transport, worker, "launch_start", stdin=json.dumps(doc), timeout=60)
 
     return transport.map(one, plan.workers)

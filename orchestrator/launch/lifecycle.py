@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 
+import orchestrator.launch.stdin as stdin
 from orchestrator import runs
 from orchestrator.errors import LaunchError
 from orchestrator.launch.control import OutputFn, ReportFn, collect_records, quiet, reply, start_workers, stop_workers
@@ -46,14 +48,17 @@ def execute(
     reclaim: bool = False,
     detach: bool = False,
     on_output: OutputFn | None = None,
+    on_stderr: OutputFn | None = None,
     report: ReportFn = quiet,
     record: runs.RunRecord | None = None,
+    stdin_to: str | None = None,
 ) -> LaunchOutcome:
     """Carry out `plan` on the workers of `transport`: sync, preflight, start together, watch as a gang.
 
     Raises LaunchError when preflight or the start refuses (nothing is left
     running then); otherwise returns the outcome, which names the first
     failing worker. `record` keeps the controller's copy (a new one by default).
+    `stdin_to` ("0" or "all") forwards the controller's stdin to process 0 or to every process.
     """
     timing = timing or LaunchTiming()
     record = record or runs.RunRecord.create(plan)
@@ -63,12 +68,20 @@ def execute(
     except KeyboardInterrupt:
         record.update(state="interrupted")
         raise LaunchError("interrupted during preflight; nothing was started") from None
+    forwarding = None
     try:
-        start(plan, transport, record, timing)
+        feed = stdin.targets(plan, stdin_to)
+        start(plan, transport, record, timing, stdin_to=feed)
+        forwarding = stdin.forward(plan, transport, feed, report=report) if feed else None
         until = "started" if detach else "exit"
-        outcome = monitor(plan, transport, timing=timing, on_output=on_output, report=report, until=until)
+        outcome = monitor(
+            plan, transport, timing=timing, on_output=on_output, on_stderr=on_stderr, report=report, until=until
+        )
     except KeyboardInterrupt as exc:
         outcome = interrupted(plan, transport, exc, grace=timing.grace)
+    finally:
+        if forwarding is not None:
+            forwarding.close()  # the run is over: the workers' input ends, and their forwarding jobs
     return finish(plan, transport, outcome, record)
 
 
@@ -114,9 +127,11 @@ def prepare(
     return plan
 
 
-def start(plan: LaunchPlan, transport: Transport, record: runs.RunRecord, timing: LaunchTiming) -> None:
+def start(
+    plan: LaunchPlan, transport: Transport, record: runs.RunRecord, timing: LaunchTiming, stdin_to: Sequence[str] = ()
+) -> None:
     """Start every worker's supervisor; if any start fails, stop them all and raise LaunchError."""
-    started = start_workers(plan, transport, grace=timing.grace, ready_timeout=timing.start_timeout)
+    started = start_workers(plan, transport, grace=timing.grace, ready_timeout=timing.start_timeout, stdin_to=stdin_to)
     bad = {}
     for name, res in started.items():
         doc = reply(res)

@@ -22,6 +22,8 @@ class WorkerEnd:
     lost: bool = False  # the worker or its supervisor stopped answering
     ended_at: float | None = None
     tail: str = ""
+    lines: dict[str, int] | None = None  # lines the process wrote, per stream (from the worker)
+    live_missed: dict[str, int] | None = None  # of those, lines the live view did not show
 
     @property
     def failed(self) -> bool:
@@ -53,6 +55,8 @@ class WorkerEnd:
             "lost": self.lost,
             "ended_at": self.ended_at,
             "how": self.how(),
+            "lines": self.lines,
+            "live_missed": self.live_missed,
         }
 
 

@@ -36,6 +36,23 @@ from orchestrator.policy import TOPOLOGY_VARS, runtime_policy
 SCHEMA_VERSION = 1
 PORT_BASE = 20000
 PORT_SPAN = 10000
+# The rest of torchrun's per-worker environment (torch.distributed.elastic's
+# LocalElasticAgent._start_workers), as `torchrun --nnodes=N --nproc_per_node=1`
+# sets it: one role ("default"), one worker per node, so the group (node) rank
+# is the global rank. TORCHELASTIC_USE_AGENT_STORE is False: no agent holds a
+# TCPStore, rank 0's env:// rendezvous creates it at MASTER_ADDR:MASTER_PORT.
+TORCHRUN_ROLE = "default"
+TORCHRUN_VARS = (
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE",
+)
 # Variables `orch launch` sets per process; a profile or --env may not set them.
 ORCH_VARS = (
     "ORCH_RUN_ID",
@@ -50,6 +67,7 @@ ORCH_VARS = (
     "RANK",
     "LOCAL_RANK",
     "LOCAL_WORLD_SIZE",
+    *TORCHRUN_VARS,
 )
 
 
@@ -469,6 +487,15 @@ def orch_env(run_id: str, lane: str, worker: str, pid: int, n: int, coordinator:
         "RANK": str(pid),
         "LOCAL_RANK": "0",
         "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(pid),
+        "GROUP_WORLD_SIZE": str(n),
+        "ROLE_RANK": str(pid),
+        "ROLE_WORLD_SIZE": str(n),
+        "ROLE_NAME": TORCHRUN_ROLE,
+        "TORCHELASTIC_RUN_ID": run_id,
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
     }
 
 

@@ -60,6 +60,7 @@ def attach(
     *,
     timing: LaunchTiming | None = None,
     on_output: OutputFn | None = None,
+    on_stderr: OutputFn | None = None,
     report: ReportFn = quiet,
 ) -> LaunchOutcome:
     """Resume watching a run under the gang rule (output from now on); returns its LaunchOutcome."""
@@ -74,6 +75,7 @@ def attach(
             transport,
             timing=timing,
             on_output=on_output,
+            on_stderr=on_stderr,
             report=report,
             from_end=True,
             release_needed=not released,

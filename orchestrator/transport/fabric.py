@@ -15,10 +15,10 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
@@ -31,6 +31,8 @@ from orchestrator.transport.protocol import (
     LocalPath,
     LocalSource,
     Result,
+    Stdin,
+    StdinSource,
     command_line,
     source_name,
 )
@@ -76,18 +78,52 @@ class _LineWriter(io.TextIOBase):
             self._buf = ""
 
 
-def _remote_runner_class() -> type:
-    """Fabric's remote runner, reading stdin in whole chunks.
+# A streamed command keeps only this much of its latest output in its Result (the tail, for
+# error messages): a watch that streams for days must not hold everything it streamed.
+STREAMED_KEEP_CHUNKS = 64
 
-    invoke reads a non-tty stdin one byte per loop iteration with a 10 ms
-    sleep in between (made for interactive terminals): a 1.6 KB JSON request
-    took 16 s. We only ever pass complete documents, so read them at once.
+
+def _remote_runner_class() -> type:
+    """Fabric's remote runner, made for large and long-lived output.
+
+    - stdin is read in whole chunks: invoke reads a non-tty stdin one byte per
+      loop iteration with a 10 ms sleep in between (made for interactive
+      terminals), so a 1.6 KB JSON request took 16 s. We only ever pass
+      complete documents, so read them at once.
+    - output is read in 64 KiB chunks (invoke's 1000 bytes cost a Python loop
+      per kilobyte) and decoded incrementally, so a character split between
+      two reads is not replaced;
+    - invoke's autoresponder joins the whole captured output on every chunk
+      (quadratic in the output's size); orch sets no responders, so it is
+      skipped;
+    - a streamed command (output passed to a callback) keeps only the tail of
+      its output in the Result.
     """
+    import codecs
+
     from fabric.runners import Remote
 
     class ChunkedStdinRemote(Remote):  # type: ignore[misc]  # fabric has no type hints
-        def read_our_stdin(self, input_: IO[str]) -> str:
+        read_chunk_size = 1 << 16
+
+        def read_our_stdin(self, input_: StdinSource) -> str:
             return input_.read(1 << 16)
+
+        def read_proc_output(self, reader: Callable[[int], bytes]) -> Iterator[str]:
+            decoder = codecs.getincrementaldecoder(self.encoding or "utf-8")("replace")
+            while True:
+                data = reader(self.read_chunk_size)
+                text = decoder.decode(data or b"", final=not data)
+                if text:
+                    yield text
+                if not data:
+                    return
+
+        def respond(self, buffer_: list[str]) -> None:
+            if self.watchers:
+                super().respond(buffer_)
+            elif not self.opts.get("hide") and len(buffer_) > 2 * STREAMED_KEEP_CHUNKS:
+                del buffer_[:-STREAMED_KEEP_CHUNKS]
 
     return ChunkedStdinRemote
 
@@ -283,7 +319,7 @@ class FabricTransport(FanOut):
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: Stdin = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> Result:
@@ -312,7 +348,7 @@ class FabricTransport(FanOut):
                 warn=True,
                 pty=False,
                 timeout=timeout + CLIENT_GRACE,
-                in_stream=io.StringIO(stdin) if stdin is not None else False,
+                in_stream=io.StringIO(stdin) if isinstance(stdin, str) else (stdin if stdin is not None else False),
             )
             if on_line:
                 callback = on_line

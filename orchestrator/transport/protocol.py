@@ -26,6 +26,17 @@ LocalPath = str | os.PathLike[str]
 LineCallback = Callable[[str, str, str], None]  # (host, "stdout"|"stderr", line)
 
 
+class StdinSource(Protocol):
+    """Input streamed to a command as it comes (a whole document is passed as a str instead)."""
+
+    def read(self, n: int, /) -> str:
+        """Up to `n` characters, waiting until some are there; "" at the end of the input."""
+        ...
+
+
+Stdin = str | StdinSource | None
+
+
 @dataclass(frozen=True)
 class Result:
     """What one remote operation did on one worker."""
@@ -119,7 +130,7 @@ class Transport(Protocol):
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: Stdin = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> Result:
@@ -133,7 +144,7 @@ class Transport(Protocol):
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: Stdin = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> dict[str, Result]:
@@ -190,7 +201,7 @@ class FanOut:
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: Stdin = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> Result:
@@ -212,7 +223,7 @@ class FanOut:
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: Stdin = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> dict[str, Result]:
