@@ -193,6 +193,30 @@ def _gang_timing_options(fn: _F) -> _F:
     help="Forward this command's stdin to process 0 (its stdin ends when ours does); others read /dev/null.",
 )
 @click.option("--stdin-all", "stdin_to", flag_value="all", help="Forward this command's stdin to every process.")
+@click.option(
+    "--max-restarts",
+    type=click.IntRange(0, 100),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Run the gang again up to N times after a failure a restart can fix (see --restart-on).",
+)
+@click.option(
+    "--restart-on",
+    "restart_on",
+    multiple=True,
+    metavar="LAYERS",
+    help="Owning layers that restart the gang, comma-separated (default: transport,device-ownership,collective; "
+    "also: user-code, timeout, and every diagnosis layer).",
+)
+@click.option(
+    "--backoff",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between a failed attempt and the next.",
+)
 @click.option("--run-id", "run_id", hidden=True, help="Use this run id (reproducible plans).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
@@ -214,6 +238,9 @@ def launch(
     port: int | None,
     no_gather: bool,
     stdin_to: str | None,
+    max_restarts: int,
+    restart_on: tuple[str, ...],
+    backoff: float,
     run_id: str | None,
     argv: tuple[str, ...],
 ) -> None:
@@ -232,21 +259,30 @@ def launch(
     """
     from orchestrator import launch as core
     from orchestrator import runs
+    from orchestrator.launch import restarts
 
     if stdin_to and detach:
         raise click.UsageError("--stdin and --stdin-all need a watching controller; they cannot go with --detach")
+    if max_restarts and (detach or stdin_to):
+        raise click.UsageError("--max-restarts needs a watching controller and no --stdin: it cannot go with those")
+    policy = restarts.RestartPolicy(max_restarts, restarts.parse_restart_on(restart_on), backoff)
     fleet = obj.fleet()
-    plan = core.plan_launch(
-        fleet,
-        lane,
-        list(argv),
-        run_id=run_id,
-        name=name,
-        port=port,
-        workdir=workdir,
-        timeout=timeout,
-        extra_env=_env_pairs(env_items),
-    )
+    env = _env_pairs(env_items)
+
+    def plan_attempt(attempt: int, previous: restarts.Cause | None) -> LaunchPlan:
+        return core.plan_launch(
+            fleet,
+            lane,
+            list(argv),
+            run_id=run_id if attempt == 1 else restarts.attempt_run_id(first.run_id, attempt),
+            name=name,
+            port=port,
+            workdir=workdir,
+            timeout=timeout,
+            extra_env={**env, **(restarts.attempt_env(attempt, previous) if max_restarts else {})},
+        )
+
+    plan = first = plan_attempt(1, None)
     if dry_run:
         if as_json:
             click.echo(json.dumps(plan.to_dict(), indent=2))
@@ -254,33 +290,64 @@ def launch(
             click.echo(core.render_plan(plan), nl=False)
         return
     printer = _Printer(plan.workers, to_stderr=detach)
-    record = runs.RunRecord.create(plan, fleet_path=fleet.path)
+    record = first_record = runs.RunRecord.create(plan, fleet_path=fleet.path)
     printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} ({plan.num_processes} workers)")
     workers = fleet.lane_workers(lane)
     if not detach:
         core.interrupt_on_termination()
-    with obj.transport(workers) as transport:
-        outcome = core.execute(
-            plan,
-            transport,
-            reclaim=reclaim,
-            detach=detach,
-            on_output=None if as_json else printer.output,
-            on_stderr=None if as_json else printer.error_output,
-            report=printer.report,
-            timing=core.LaunchTiming(
-                grace=grace, failure_grace=failure_grace, lost_after=lost_after, start_timeout=start_timeout
-            ),
-            record=record,
-            stdin_to=stdin_to,
+    attempts: list[dict[str, Any]] = []
+    attempt, cause = 1, None
+    while True:
+        with obj.transport(workers) as transport:
+            outcome = core.execute(
+                plan,
+                transport,
+                reclaim=reclaim or attempt > 1,
+                detach=detach,
+                on_output=None if as_json else printer.output,
+                on_stderr=None if as_json else printer.error_output,
+                report=printer.report,
+                timing=core.LaunchTiming(
+                    grace=grace, failure_grace=failure_grace, lost_after=lost_after, start_timeout=start_timeout
+                ),
+                record=record,
+                stdin_to=stdin_to,
+            )
+            gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
+        if not max_restarts:
+            break
+        cause = None if outcome.ok else restarts.decide(outcome, policy, attempt)
+        attempts.append(
+            {"attempt": attempt, "run_id": plan.run_id, "status": outcome.status, "cause": cause and cause.to_dict()}
         )
-        gathered = None if (detach or no_gather) else _gather_receipts(record, transport, outcome.plan)
+        first_record.update(attempts=attempts)
+        if cause is None or not cause.restart:
+            break
+        _render_outcome(outcome, printer)
+        for line in gathered or ():
+            printer.report(line)
+        printer.report(f"restarting in {backoff:g}s: {cause.why} ({cause.layer}: {cause.reason})")
+        try:
+            time.sleep(max(0.0, backoff))
+        except KeyboardInterrupt:
+            printer.report("interrupted while waiting to restart; no further attempt")
+            break
+        attempt += 1
+        plan = plan_attempt(attempt, cause)
+        record = runs.RunRecord.create(plan, fleet_path=fleet.path)
+        record.update(attempt=attempt, first_run=first.run_id)
+        printer.report(f"run {plan.run_id}: attempt {attempt} of run {first.run_id}")
     if as_json:
-        click.echo(json.dumps(outcome.to_dict(), indent=2))
+        doc = outcome.to_dict()
+        if max_restarts:
+            doc["attempts"] = attempts
+        click.echo(json.dumps(doc, indent=2))
     _render_outcome(outcome, printer)
     if gathered:
         for line in gathered:
             printer.report(line)
+    if cause is not None and not cause.restart:
+        printer.report(f"not restarted: {cause.why}")
     if not outcome.ok:
         sys.exit(outcome.exit_code)
 
@@ -351,10 +418,17 @@ def status(obj: Context, run: str, as_json: bool) -> None:
     plan = record.plan()
     with obj.transport(_workers_of(fleet, plan)) as transport:
         doc = recorded.status(record, transport)
+    attempts = record.info().get("attempts") or []
+    if attempts:
+        doc["attempts"] = attempts
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
     click.echo(f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}")
+    for a in attempts:
+        cause = a.get("cause") or {}
+        why = f": {cause.get('layer')}: {cause.get('reason')} ({cause.get('why')})" if cause else ""
+        click.echo(f"  attempt {a.get('attempt')}  {a.get('run_id')}  {a.get('status')}{why}")
     width = max(len(w) for w in doc["workers"])
     for name, w in doc["workers"].items():
         ex = w.get("exit") or {}
