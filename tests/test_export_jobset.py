@@ -102,7 +102,7 @@ def fleet(tmp_path):
 
 OPTIONS = JobSetOptions(
     image="us-docker.pkg.dev/proj/train/python:3.11",
-    wheels="/wheels/jax",
+    wheels="gcs:orch-wheels/jax-0.10.2",
     max_restarts=3,
     receipts_volume="gcs:orch-receipts",
     run_id=RUN_ID,
@@ -188,6 +188,9 @@ def test_one_job_per_slice_one_pod_per_host_on_the_slices_own_node_pool(fleet):
     install = pod["initContainers"][0]["command"][-1]
     assert "--require-hashes" in install and "--no-index" in install and '--find-links "$ORCH_WHEELS"' in install
     assert [c["name"] for c in pod["initContainers"]] == ["bundle", "probe"]
+    assert pod["initContainers"][0]["env"] == [{"name": "ORCH_WHEELS", "value": "/orch/wheels/jax-0.10.2"}]
+    wheels = pod["volumes"][-1]
+    assert wheels["csi"]["readOnly"] and wheels["csi"]["volumeAttributes"] == {"bucketName": "orch-wheels"}
 
 
 def test_the_bundle_is_installed_from_its_lock_with_every_hash(fleet):

@@ -22,7 +22,8 @@ def export() -> None:
     "--wheels",
     default="/wheels",
     show_default=True,
-    help="Where the pods find the locked wheels (pip --find-links: a mounted path or an HTTPS page of links).",
+    help="Where the pods find the locked wheels: gcs:BUCKET[/PREFIX] (mounted read-only), an https:// page "
+    "of links, or a path in the image (pip --find-links).",
 )
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="JobSet failurePolicy.maxRestarts.")
 @click.option(

@@ -48,6 +48,9 @@ BUNDLE_PYTHON = f"{ORCH_DIR}/env/bin/python"
 CONFIG_DIR = f"{ORCH_DIR}/config"
 LIB_DIR = f"{ORCH_DIR}/lib"
 RUNS_DIR = f"{ORCH_DIR}/runs"
+WHEELS_DIR = f"{ORCH_DIR}/wheels"
+GCSFUSE = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 # Keys whose values name hosts: pod DNS names on GKE, internal addresses over SSH. Everything else is equal.
 TRANSPORT_KEYS = ("TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS", "ORCH_COORDINATOR", "MASTER_ADDR")
 # Launch-file fields that are where things live, not what runs.
@@ -58,7 +61,7 @@ _VOLUME = re.compile(r"^(gcs|pvc):([a-z0-9][a-z0-9._-]*)$")
 @dataclass(frozen=True)
 class JobSetOptions:
     image: str | None = None  # default: python:<bundle python>-slim
-    wheels: str = "/wheels"  # pip --find-links: a mounted path or an HTTPS page of links
+    wheels: str = "/wheels"  # gcs:BUCKET[/PREFIX] (mounted read-only), an HTTPS page of links, or a path
     max_restarts: int = 0
     receipts_volume: str | None = None  # gcs:BUCKET | pvc:CLAIM; None: an emptyDir (receipts die with the pod)
     name: str | None = None
@@ -238,6 +241,20 @@ def _receipts_volume(spec: str | None) -> tuple[dict[str, Any], dict[str, str]]:
     return volume, {"gke-gcsfuse/volumes": "true"}
 
 
+def _wheels_volume(spec: str) -> tuple[str, dict[str, Any] | None]:
+    """pip's --find-links in the pod, and the read-only volume it needs (gcs:BUCKET[/PREFIX] only)."""
+    if not spec.startswith("gcs:"):
+        return spec, None  # an HTTPS page of links, or a path the image already has
+    bucket, _, prefix = spec[4:].partition("/")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", bucket):
+        raise ConfigError(f"--wheels {spec!r}: expected gcs:BUCKET[/PREFIX], an https:// URL or a path")
+    volume = {
+        "name": "wheels",
+        "csi": {"driver": GCSFUSE, "readOnly": True, "volumeAttributes": {"bucketName": bucket}},
+    }
+    return f"{WHEELS_DIR}/{prefix}".rstrip("/"), volume
+
+
 def _pod_env() -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": var, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}}
@@ -250,6 +267,9 @@ def _jobset(
     name: str, plan: LaunchPlan, hosts: int, tpu: GkeTpu | None, image: str, options: JobSetOptions
 ) -> dict[str, Any]:
     receipts, annotations = _receipts_volume(options.receipts_volume)
+    find_links, wheels = _wheels_volume(options.wheels)
+    if wheels:
+        annotations = {GCSFUSE_ANNOTATION: "true"}
     resources = {"limits": {TPU_RESOURCE: str(tpu.chips_per_host)}} if tpu else {}
     mounts = [
         {"name": "orch", "mountPath": ORCH_DIR + "/env", "subPath": "env"},
@@ -269,8 +289,9 @@ def _jobset(
                 "name": "bundle",
                 "image": image,
                 "command": ["sh", "-c", install],
-                "env": [{"name": "ORCH_WHEELS", "value": options.wheels}],
-                "volumeMounts": mounts[:2],
+                "env": [{"name": "ORCH_WHEELS", "value": find_links}],
+                "volumeMounts": mounts[:2]
+                + ([{"name": "wheels", "mountPath": WHEELS_DIR, "readOnly": True}] if wheels else []),
             },
             {
                 "name": "probe",
@@ -296,6 +317,7 @@ def _jobset(
             {"name": "orch-config", "configMap": {"name": f"{name}-orch"}},
             {"name": "orch-hostside", "configMap": {"name": f"{name}-hostside"}},
             receipts,
+            *([wheels] if wheels else []),
         ],
     }
     if tpu:
