@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -178,12 +179,16 @@ def run(config: Mapping[str, Any], environ: Mapping[str, str]) -> int:
             stderr=subprocess.STDOUT,
         )
         assert proc.stdout is not None
+        # The kubelet stops a pod with SIGTERM to this process (PID 1): the launcher gets it too.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: proc.send_signal(signum))
         for line in proc.stdout:
             log.write(line)
             log.flush()
             sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
-    return proc.wait()
+    code = proc.wait()
+    return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
 
 
 def probe(config: Mapping[str, Any], environ: Mapping[str, str]) -> int:

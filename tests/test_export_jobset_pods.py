@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from waiting import wait_for
 
 from orchestrator.bundle import fetch_wheels, read_lock
 from orchestrator.export import JobSetOptions, export_jobset, render_yaml
@@ -240,6 +241,30 @@ def test_four_pods_of_two_slices_compute_a_global_psum_and_orch_report_reads_the
     assert all(w["exit"]["code"] == 0 for w in rep["workers"]), rep["workers"]
     assert not [f for f in rep["flags"] if f["kind"] in ("missing-receipt", "invalid-receipt")], rep["flags"]
     assert {w["metrics"]["psum"]["value"] for w in rep["workers"]} == {10.0}
+
+
+def test_a_pod_stopped_by_the_kubelet_stops_its_launcher_too(pods, tmp_path):
+    """SIGTERM to the pod's entrypoint (PID 1 in a pod) reaches the launcher; nothing is left running."""
+    config = json.loads(pods["config"].read_text())
+    config["run_id"] = "stopped-20260101-000000-dead"
+    config["runs_dir"] = str(tmp_path / "runs")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(config))
+    pod = start_pod(pods, "run", 0, 1, path)  # its peers never come: it waits in jax.distributed.initialize
+    record = tmp_path / "runs" / config["run_id"] / "slice-a-w1" / "record.json"
+
+    def ready() -> dict | None:
+        try:
+            doc = json.loads(record.read_text())
+        except (OSError, ValueError):
+            return None
+        return doc if doc.get("release_at") else None
+
+    launcher = wait_for(ready, timeout=120, what="the launcher released")["pid"]
+    pod.terminate()  # `timeout` passes SIGTERM on to the entrypoint, as the kubelet sends it to PID 1
+    out, _ = pod.communicate(timeout=120)
+    assert pod.returncode != 0, out
+    assert wait_for(lambda: not os.path.exists(f"/proc/{launcher}"), timeout=30, what="the launcher gone")
 
 
 def test_the_manifest_the_pods_came_from_is_a_jobset_of_two_slices(pods):
