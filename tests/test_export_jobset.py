@@ -300,6 +300,18 @@ def test_a_bad_receipts_volume_is_refused_with_the_accepted_forms(fleet):
         export_jobset(fleet, "train", ["train.py"], options)
 
 
+def test_a_credential_in_the_lanes_policy_or_the_wheels_url_is_never_written_into_the_manifest(fleet, tmp_path):
+    text = FLEET.replace("env: {JAX_PLATFORMS: tpu}", "env: {JAX_PLATFORMS: tpu, HF_TOKEN: hf_abc123}")
+    (Path(fleet.path).parent / "fleet.yaml").write_text(text)
+    with pytest.raises(ConfigError, match="lane 'train' sets HF_TOKEN, which holds a credential") as err:
+        export_jobset(load_fleet(fleet.path), "train", ["train.py"], OPTIONS)
+    assert "hf_abc123" not in str(err.value) and "secretKeyRef" in (err.value.hint or "")
+    options = JobSetOptions(wheels="https://me:s3cret@wheels.example.com/jax/", run_id=RUN_ID)
+    with pytest.raises(ConfigError, match="the URL carries a credential") as err:
+        export_jobset(fleet, "train", ["train.py"], options)
+    assert "s3cret" not in str(err.value)
+
+
 def test_orch_export_jobset_writes_the_manifest_to_a_file(fleet, tmp_path):
     out = tmp_path / "jobset.yaml"
     argv = ["--fleet", str(fleet.path), "export", "jobset", "--lane", "train", "--run-id", RUN_ID]

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 import hostside
-from hostside import jobset_entry
+from hostside import jobset_entry, redact
 from orchestrator.bundle import read_lock
 from orchestrator.errors import BundleError, ConfigError
 from orchestrator.export.gke import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, GkeTpu, gke_tpu
@@ -131,6 +131,16 @@ def export_config(fleet: Fleet, plan: LaunchPlan, name: str, hosts: int) -> dict
         if first_slice.skip_metadata_query or plan.platform == "tpu"
         else None
     )
+    written = redact.env(common)
+    secret = [k for k in common if written[k] != common[k]]
+    if secret:
+        raise ConfigError(
+            f"{fleet.path.name}: lane '{plan.lane}' sets {', '.join(secret)}, which holds a credential; "
+            "orch export does not write credentials into a ConfigMap (anyone who reads the namespace's "
+            "ConfigMaps reads them)",
+            hint="drop it from the lane's runtime profile and give the pods the value from a Kubernetes Secret "
+            "(env valueFrom.secretKeyRef on the train container): the launcher passes the pod's environment on",
+        )
     template = plan.launch_doc(p0)
     for key in ("worker", "index", "slice", "slice_id", "num_slices", "process_id", "num_processes", "env", "unset"):
         template.pop(key)
@@ -243,6 +253,12 @@ def _receipts_volume(spec: str | None) -> tuple[dict[str, Any], dict[str, str]]:
 
 def _wheels_volume(spec: str) -> tuple[str, dict[str, Any] | None]:
     """pip's --find-links in the pod, and the read-only volume it needs (gcs:BUCKET[/PREFIX] only)."""
+    if redact.value("ORCH_WHEELS", spec) != spec:
+        raise ConfigError(
+            f"--wheels {redact.value('ORCH_WHEELS', spec)}: the URL carries a credential, which the manifest "
+            "would show to anyone who reads the JobSet",
+            hint="serve the wheels from a bucket the pods' service account reads (gcs:BUCKET/PREFIX)",
+        )
     if not spec.startswith("gcs:"):
         return spec, None  # an HTTPS page of links, or a path the image already has
     bucket, _, prefix = spec[4:].partition("/")
