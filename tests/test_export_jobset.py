@@ -294,6 +294,13 @@ def test_an_unknown_accelerator_type_or_a_partial_slice_is_refused(fleet, tmp_pa
         export_jobset(load_fleet(tmp_path / "fleet.yaml"), "train", ["train.py"], OPTIONS)
 
 
+def test_a_run_id_too_long_for_a_label_value_is_left_out_of_the_labels_and_the_jobset_stays_valid(fleet):
+    run_id = "a-very-long-experiment-name-" + "x" * 40 + "-20260101-000000-beef"
+    jobset = export_jobset(fleet, "train", ["train.py"], JobSetOptions(run_id=run_id)).jobset
+    assert "orch.dev/run-id" not in jobset["metadata"]["labels"] and len(jobset["metadata"]["name"]) <= 40
+    crd_validator().validate(jobset)
+
+
 def test_a_bad_receipts_volume_is_refused_with_the_accepted_forms(fleet):
     options = JobSetOptions(receipts_volume="s3://bucket", run_id=RUN_ID)
     with pytest.raises(ConfigError, match="expected gcs:BUCKET"):

@@ -226,8 +226,13 @@ def hostside_files() -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(root.glob("*.py"))}
 
 
-def _labels(plan: LaunchPlan) -> dict[str, str]:
-    return {"app.kubernetes.io/managed-by": "orch", "orch.dev/lane": plan.lane}
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+
+
+def _labels(plan: LaunchPlan, **more: str) -> dict[str, str]:
+    """orch's labels; a value Kubernetes would refuse as a label (over 63 characters) is left out."""
+    wanted = {"orch.dev/lane": plan.lane, **{f"orch.dev/{k.replace('_', '-')}": v for k, v in more.items()}}
+    return {"app.kubernetes.io/managed-by": "orch", **{k: v for k, v in wanted.items() if _LABEL_VALUE.fullmatch(v)}}
 
 
 def _config_map(name: str, plan: LaunchPlan, data: dict[str, str]) -> dict[str, Any]:
@@ -346,7 +351,7 @@ def _jobset(
         "kind": "JobSet",
         "metadata": {
             "name": name,
-            "labels": {**_labels(plan), "orch.dev/run-id": plan.run_id},
+            "labels": _labels(plan, run_id=plan.run_id),
             "annotations": {EXCLUSIVE_KEY: NODEPOOL_LABEL},
         },
         "spec": {
