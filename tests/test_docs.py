@@ -124,6 +124,7 @@ def test_the_docs_exist():
         "fleet-reference.md",
         "performance.md",
         "troubleshooting.md",
+        "gke.md",
     } <= names
 
 

@@ -43,6 +43,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "Classify a log or a gathered run: which layer owns the failure, the line that shows it, and the remedy.",
     ),
     "exec": ("orchestrator.cli.exec_cmd:exec_", "Run a command on workers in parallel; exit non-zero if any failed."),
+    "export": (
+        "orchestrator.cli.export_cmd:export",
+        "Render a lane for another scheduler (a GKE JobSet), with orch's bundle, policy and receipts.",
+    ),
     "fleet": ("orchestrator.cli.fleet_cmd:fleet", "Inspect and validate fleet.yaml."),
     "gather": (
         "orchestrator.cli.receipts_cmd:gather_",
