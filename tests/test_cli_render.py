@@ -126,3 +126,20 @@ def test_the_live_board_shows_a_row_per_phase_above_the_threshold():
 def test_compact_names_folds_numbered_runs_and_keeps_other_names():
     assert compact_names(["a-w0", "a-w1", "a-w2", "a-w7", "b-w3"]) == "a-w[0-2,7], b-w3"
     assert compact_names(["gpu-box", "a-w01", "a-w1"]) == "a-w1, gpu-box, a-w01"
+
+
+def test_status_of_a_64_worker_run_counts_states_and_names_the_workers_that_ended_badly():
+    from orchestrator.cli.launch_cmd import status_lines
+
+    workers = {name: {"state": "running", "pid": 100 + i} for i, name in enumerate(NAMES)}
+    for name in ("slice-w7", "slice-w8"):
+        workers[name] = {"state": "exited", "exit": {"exit_code": 3, "reason": "exit code 3"}}
+    workers["slice-w9"] = {"state": "unreachable", "error": "connect timed out"}
+    doc = {"run_id": "r1", "lane": "cpu", "state": "degraded", "workers": workers}
+    out = status_lines(doc)
+    text = "\n".join(out)
+    print(text)
+    assert out[1] == "  64 workers: 61 running, 2 exited, 1 unreachable"
+    assert "2 x exit code 3: slice-w[7-8]" in text and "1 x connect timed out: slice-w9" in text
+    assert len(out) <= 10
+    assert len(status_lines(doc, verbose=True)) == 1 + N

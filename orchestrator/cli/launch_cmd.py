@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from orchestrator.cli import complete
+from orchestrator.cli.render import Row, summarize, summary_lines, verbose_option
 
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
     from orchestrator.cli import Context
@@ -325,8 +326,9 @@ def runs_(as_json: bool) -> None:
 @click.command("status")
 @click.argument("run", shell_complete=complete.runs)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@verbose_option
 @click.pass_obj
-def status(obj: Context, run: str, as_json: bool) -> None:
+def status(obj: Context, run: str, as_json: bool, verbose: bool) -> None:
     """Show a run's state on every worker (live, from the workers)."""
     from orchestrator.launch import recorded
 
@@ -337,17 +339,33 @@ def status(obj: Context, run: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    click.echo(f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}")
-    width = max(len(w) for w in doc["workers"])
-    for name, w in doc["workers"].items():
+    for line in status_lines(doc, verbose):
+        click.echo(line)
+    if doc["state"] not in ("running", "succeeded"):
+        sys.exit(1)
+
+
+def status_lines(doc: dict[str, Any], verbose: bool = False) -> list[str]:
+    """The run's state, then a line per worker; above the summary threshold, counts and the workers that ended badly."""
+    lines = [f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}"]
+    workers: dict[str, dict[str, Any]] = doc["workers"]
+    if summarize(len(workers), verbose):
+        rows = []
+        for name, w in workers.items():
+            ex = w.get("exit") or {}
+            listed = (ex.get("exit_code") not in (0, None)) if ex else w.get("state") not in ("running", "ready")
+            why = str(ex.get("reason") or "") if ex else str(w.get("error") or "")
+            rows.append(Row(name, str(w.get("state", "?")), listed, why))
+        return lines + [f"  {line}" for line in summary_lines(rows, states=("running", "exited"))]
+    width = max(len(w) for w in workers)
+    for name, w in workers.items():
         ex = w.get("exit") or {}
         detail = ex.get("reason") if ex else (f"pid {w.get('pid')}" if w.get("pid") else w.get("error", ""))
         procs = len(w.get("processes") or [])
-        click.echo(
+        lines.append(
             f"  {name:<{width}}  {w.get('state', '?'):<10} {detail}" + (f"  ({procs} live processes)" if procs else "")
         )
-    if doc["state"] not in ("running", "succeeded"):
-        sys.exit(1)
+    return lines
 
 
 @click.command("logs")
