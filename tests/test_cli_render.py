@@ -143,3 +143,15 @@ def test_status_of_a_64_worker_run_counts_states_and_names_the_workers_that_ende
     assert "2 x exit code 3: slice-w[7-8]" in text and "1 x connect timed out: slice-w9" in text
     assert len(out) <= 10
     assert len(status_lines(doc, verbose=True)) == 1 + N
+
+
+def test_reasons_that_differ_only_in_their_numbers_are_one_group_with_the_spread():
+    from orchestrator.cli.render import Row, merge_details, summary_lines
+
+    assert merge_details(["offset +2.6s", "offset +2.0s", "offset +2.6s"]) == "offset +2.0..2.6s"
+    assert merge_details(["cannot reach 10.0.0.18:22", "cannot reach 10.0.0.43:22"]) == "cannot reach *:22"
+    rows = [Row(f"w{i}", "warn", True, f"clock differs by +2.{i}s") for i in range(5)]
+    assert summary_lines(rows, verbose_hint=False)[1:] == [
+        "  warn (5):",
+        "      5 x clock differs by +2.0..2.4s: w[0-4]",
+    ]

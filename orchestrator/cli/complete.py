@@ -48,8 +48,8 @@ def lanes(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[
     fleet = _fleet(ctx)
     if fleet is None:
         return []
-    members = fleet.lane_members
-    return _matching(list(fleet.model.lanes), incomplete, {n: f"{len(members.get(n, ()))} workers" for n in members})
+    counts = {n: len(m) for n, m in fleet.lane_members.items()}
+    return _matching(list(fleet.model.lanes), incomplete, {n: f"{c} worker{'s' * (c != 1)}" for n, c in counts.items()})
 
 
 def workers(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:

@@ -8,6 +8,7 @@ failure, grouped by reason with the workers' names compacted
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -69,19 +70,41 @@ def summary_lines(
     timed = sorted((r for r in rows if r.elapsed is not None), key=lambda r: r.elapsed or 0.0, reverse=True)
     if timed:
         lines.append("  slowest: " + ", ".join(f"{r.worker} {r.elapsed:.1f}s" for r in timed[:SLOWEST]))
-    by_state: dict[str, dict[str, list[str]]] = {}
+    # details that differ only in their numbers (a clock offset, an address) are one reason
+    by_state: dict[str, dict[str, list[Row]]] = {}
     for r in rows:
         if r.listed:
-            by_state.setdefault(r.state, {}).setdefault(r.detail, []).append(r.worker)
+            by_state.setdefault(r.state, {}).setdefault(_NUMBER.sub("#", r.detail), []).append(r)
     for state in order:
         if state not in by_state:
             continue
         lines.append(f"  {state} ({counts[state]}):")
-        for detail, workers in sorted(by_state[state].items(), key=lambda kv: -len(kv[1])):
-            lines.append(f"    {len(workers):>3} x {detail or state}: {compact_names(workers)}")
+        for group in sorted(by_state[state].values(), key=lambda g: -len(g)):
+            detail = merge_details([r.detail for r in group])
+            lines.append(f"    {len(group):>3} x {detail or state}: {compact_names(r.worker for r in group)}")
     if verbose_hint:
         lines.append("  (--verbose: one row per worker)")
     return lines
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+
+
+def merge_details(details: Sequence[str]) -> str:
+    """Details that differ only in their numbers, as one: `by +2.0s..+2.8s`, `cannot reach 10.0.0.*`."""
+    literals = _NUMBER.split(details[0])
+    columns = list(zip(*(_NUMBER.findall(d) for d in details), strict=True))
+    out = [literals[0]]
+    for literal, values in zip(literals[1:], columns, strict=True):
+        distinct = sorted(set(values), key=lambda v: [int(x) for x in v.split(".")] if v.count(".") > 1 else float(v))
+        if len(distinct) == 1:
+            out.append(distinct[0])
+        elif all(v.count(".") <= 1 for v in distinct):
+            out.append(f"{distinct[0]}..{distinct[-1]}")
+        else:  # addresses, versions: too many parts for a range
+            out.append("*")
+        out.append(literal)
+    return "".join(out)
 
 
 def print_summary(results: Mapping[str, Result], what: str = "hosts", verbose: bool = False) -> None:
