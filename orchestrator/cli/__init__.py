@@ -11,6 +11,7 @@ message and an exit code (a traceback only with --debug).
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 if TYPE_CHECKING:
+    from orchestrator.errors import OrchError
     from orchestrator.fleet import Fleet, WorkerRef
     from orchestrator.transport import FabricTransport
 
@@ -30,6 +32,10 @@ VERBS: dict[str, tuple[str, str]] = {
     ),
     "bundle": ("orchestrator.cli.bundle_cmd:bundle", "Lock and check bundles: exact wheels for a pinned stack."),
     "cache": ("orchestrator.cli.cache_cmd:cache", "Compilation caches: who writes them, what is in them."),
+    "completion": (
+        "orchestrator.cli.complete:completion",
+        "Print the shell completion script for bash, zsh or fish.",
+    ),
     "compare": (
         "orchestrator.cli.receipts_cmd:compare_",
         "Two runs side by side, every figure labelled with its lane and bundle.",
@@ -199,6 +205,8 @@ class OrchGroup(LazyGroup):
     """Turns OrchError into a clean message and exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        tokens = list(ctx.args)  # the verb's own arguments (click consumes them below)
+        as_json = "--json" in tokens[: tokens.index("--") if "--" in tokens else len(tokens)]
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
@@ -211,6 +219,8 @@ class OrchGroup(LazyGroup):
             obj = ctx.obj if isinstance(ctx.obj, Context) else None
             if obj and obj.debug:
                 raise
+            if as_json:  # a script asked for JSON: it gets a document on stdout for an error too
+                click.echo(json.dumps(error_document(exc), indent=2))
             click.echo(f"orch: error: {exc}", err=True)
             sys.exit(exc.exit_code)
 
@@ -224,7 +234,14 @@ class OrchGroup(LazyGroup):
 )
 @click.option("--connect-timeout", type=float, metavar="S", help="Override the SSH connect timeout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@click.version_option(package_name="orch")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+    help="Show the orch version and the digest of the hostside code it ships, and exit.",
+)
 @click.pass_context
 def main(
     ctx: click.Context, fleet_path: str | None, host_key_policy: str | None, connect_timeout: float | None, debug: bool
@@ -234,6 +251,45 @@ def main(
         fleet_path=fleet_path, debug=debug, host_key_policy=host_key_policy, connect_timeout=connect_timeout
     )
     ctx.call_on_close(ctx.obj.report_accepted_keys)
+
+
+def error_document(exc: OrchError) -> dict[str, Any]:
+    """What `--json` prints on stdout when the verb ends in an OrchError (exit code as without --json)."""
+    return {
+        "schema_version": 1,
+        "ok": False,
+        "error": {
+            "type": type(exc).__name__,
+            "message": exc.message,
+            "host": exc.host,
+            "hint": exc.hint,
+            "exit_code": exc.exit_code,
+        },
+    }
+
+
+def version_text() -> str:
+    """`orch <version> (hostside <digest>, <where it is installed>)`: exactly what runs.
+
+    The digest is the one workers hold this controller's hostside under
+    (`<root>/hostside/<digest>/`), so two controllers agree on the code they
+    run on workers exactly when their digests match.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    from orchestrator.remote import HOSTSIDE_DIR, hostside_archive
+
+    try:
+        number = version("orch")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        number = "unknown"
+    digest, _ = hostside_archive()
+    return f"orch {number} (hostside {digest}, {HOSTSIDE_DIR})"
+
+
+def _print_version(ctx: click.Context) -> None:
+    click.echo(version_text())
+    ctx.exit()
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

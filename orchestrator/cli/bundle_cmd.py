@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from orchestrator.cli import complete
+
 if TYPE_CHECKING:
     from orchestrator.cli import Context
 
@@ -66,7 +68,7 @@ def _bundle_name(obj: Context, name: str | None, lane: str | None) -> str:
 
 @bundle.command()
 @click.argument("name", required=False)
-@click.option("--lane", help="Lock the bundle of this lane (instead of NAME).")
+@click.option("--lane", shell_complete=complete.lanes, help="Lock the bundle of this lane (instead of NAME).")
 @_fleet_option
 @click.option(
     "--python",
@@ -109,7 +111,7 @@ def lock(obj: Context, name: str | None, lane: str | None, interpreter: str | No
 
 @bundle.command()
 @click.argument("name", required=False)
-@click.option("--lane", help="Check the bundle of this lane (instead of NAME).")
+@click.option("--lane", shell_complete=complete.lanes, help="Check the bundle of this lane (instead of NAME).")
 @_fleet_option
 @click.option("--python", "interpreter", metavar="EXE", help="Run pip with this interpreter (unlocked bundles).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every finding.")
@@ -144,7 +146,13 @@ def check(obj: Context, name: str | None, lane: str | None, interpreter: str | N
 
 
 @bundle.command()
-@click.option("--lane", "lane_options", multiple=True, help="Only this lane (repeatable; default: every lane).")
+@click.option(
+    "--lane",
+    "lane_options",
+    shell_complete=complete.lanes,
+    multiple=True,
+    help="Only this lane (repeatable; default: every lane).",
+)
 @_fleet_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.cli import complete
+
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
     from orchestrator.cli import Context
     from orchestrator.fleet import Fleet
@@ -54,7 +56,7 @@ def _lease_text(lease: dict[str, Any] | None) -> str:
 
 
 @cache.command("status")
-@click.option("--lane", help="Only this lane (default: every lane).")
+@click.option("--lane", shell_complete=complete.lanes, help="Only this lane (default: every lane).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def status(obj: Context, lane: str | None, as_json: bool) -> None:
@@ -100,10 +102,13 @@ def status(obj: Context, lane: str | None, as_json: bool) -> None:
 
 
 @cache.command("clear")
-@click.option("--lane", required=True, help="The lane whose caches (every bundle id) are removed.")
+@click.option(
+    "--lane", shell_complete=complete.lanes, required=True, help="The lane whose caches (every bundle id) are removed."
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="What was removed, freed, refused and failed, as JSON.")
 @click.pass_obj
-def clear(obj: Context, lane: str, yes: bool) -> None:
+def clear(obj: Context, lane: str, yes: bool, as_json: bool) -> None:
     """Remove a lane's compilation caches (a cache whose writer is running is left alone)."""
     from orchestrator import cache as core
 
@@ -111,6 +116,8 @@ def clear(obj: Context, lane: str, yes: bool) -> None:
     policy = fleet.cache_policy(lane)
     if policy.mode == "off":
         click.echo(f"orch: lane {lane} has no cache (policy off); nothing to clear", err=True)
+        if as_json:
+            click.echo(json.dumps(core.ClearResult(lane=lane).to_dict(), indent=2))
         return
     where = "the shared mount" if policy.mode == "single-writer" else "every worker of the lane"
     if not yes:
@@ -119,6 +126,8 @@ def clear(obj: Context, lane: str, yes: bool) -> None:
         click.confirm(f"Remove every compilation cache of lane {lane} on {where}?", abort=True)
     with obj.transport(fleet.lane_workers(lane)) as transport:
         result = core.clear(fleet, lane, transport)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
     freed = sum(result.freed.values())
     removed = sum(len(v) for v in result.removed.values())
     click.echo(
@@ -145,7 +154,12 @@ def _env_pairs(values: Iterable[str]) -> dict[str, str]:
 
 
 @click.command("restart-check", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--lane", required=True, help="The lane to launch on (its cache policy is what is checked).")
+@click.option(
+    "--lane",
+    shell_complete=complete.lanes,
+    required=True,
+    help="The lane to launch on (its cache policy is what is checked).",
+)
 @click.option(
     "--threshold",
     type=float,

@@ -8,8 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from orchestrator.cli import complete
+from orchestrator.cli.render import verbose_option
+
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
     from orchestrator.cli import Context
+    from orchestrator.deploy import DeployReport, WorkerOutcome
 
 
 def register(main: click.Group) -> None:
@@ -19,12 +23,13 @@ def register(main: click.Group) -> None:
 
 
 @click.command()
-@click.option("--lane", required=True, help="Lane to deploy its bundle to.")
+@click.option("--lane", shell_complete=complete.lanes, required=True, help="Lane to deploy its bundle to.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every worker's outcome.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; touch no worker.")
 @click.option("--no-relay", is_flag=True, help="Push every wheel from the controller to every worker.")
+@verbose_option
 @click.pass_obj
-def deploy(obj: Context, lane: str, as_json: bool, dry_run: bool, no_relay: bool) -> None:
+def deploy(obj: Context, lane: str, as_json: bool, dry_run: bool, no_relay: bool, verbose: bool) -> None:
     """Push the lane's locked bundle to its workers, install it, switch atomically.
 
     Only missing wheels travel; the controller sends each once (to a seed
@@ -45,22 +50,13 @@ def deploy(obj: Context, lane: str, as_json: bool, dry_run: bool, no_relay: bool
             from orchestrator.cli.progress import WorkerBoard
 
             with WorkerBoard(
-                [w.name for w in plan.workers], f"deploy {plan.bundle} ({plan.bundle_id}) -> lane {lane}"
+                [w.name for w in plan.workers], f"deploy {plan.bundle} ({plan.bundle_id}) -> lane {lane}", verbose
             ) as board:
                 report = core.execute(plan, transport, progress=board.update)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        for name, o in report.outcomes.items():
-            line = f"{name}: {o.status}"
-            if o.reason:
-                line += f": {o.reason}"
-            if o.recovered_lock:
-                h = o.recovered_lock
-                line += (
-                    f" (recovered a stale deploy lock of {h.get('user', '?')}@{h.get('controller', '?')} "
-                    f"pid {h.get('pid', '?')})"
-                )
+        for line in render(report, verbose):
             click.echo(line)
         mib = 2**20
         click.echo(
@@ -74,9 +70,35 @@ def deploy(obj: Context, lane: str, as_json: bool, dry_run: bool, no_relay: bool
         sys.exit(1)
 
 
+def render(report: DeployReport, verbose: bool = False) -> list[str]:
+    """A line per worker; above the summary threshold, counts, the slowest and the failures by reason."""
+    from orchestrator.cli.render import Row, summarize, summary_lines
+
+    outcomes = report.outcomes.values()
+    recovered = [o for o in outcomes if o.recovered_lock]
+    if summarize(len(report.outcomes), verbose):
+        rows = [Row(o.worker, o.status, o.status == "failed", o.reason or "", o.elapsed or None) for o in outcomes]
+        lines = summary_lines(rows, states=("installed", "unchanged", "failed"))
+        if recovered:  # rare and worth a line each: someone's deploy died holding the lock
+            lines[-1:-1] = ["  " + _line(o) for o in recovered]
+        return lines
+    return [_line(o) for o in outcomes]
+
+
+def _line(o: WorkerOutcome) -> str:
+    line = f"{o.worker}: {o.status}"
+    if o.reason:
+        line += f": {o.reason}"
+    if o.recovered_lock:
+        h = o.recovered_lock
+        holder = f"{h.get('user', '?')}@{h.get('controller', '?')} pid {h.get('pid', '?')}"
+        line += f" (recovered a stale deploy lock of {holder})"
+    return line
+
+
 @click.command()
-@click.option("--lane", required=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--lane", shell_complete=complete.lanes, required=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document with every worker's result.")
 @click.pass_obj
 def rollback(obj: Context, lane: str, as_json: bool) -> None:
     """Re-activate the previous bundle on every worker of the lane."""

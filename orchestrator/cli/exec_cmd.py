@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from orchestrator.cli import complete
 from orchestrator.cli.render import print_summary
 
 
@@ -18,8 +19,14 @@ def register(main: click.Group) -> None:
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--lane", help="Only the workers of this lane.")
-@click.option("--workers", "selection", metavar="SEL", help="Names, globs or index ranges, comma-separated.")
+@click.option("--lane", shell_complete=complete.lanes, help="Only the workers of this lane.")
+@click.option(
+    "--workers",
+    "selection",
+    shell_complete=complete.workers,
+    metavar="SEL",
+    help="Names, globs or index ranges, comma-separated.",
+)
 @click.option("--timeout", type=float, metavar="S", help="Per-command timeout (default: fleet ssh.command_timeout).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every host's result.")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,12 +22,52 @@ def fleet() -> None:
 
 
 @fleet.command()
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON document: ok, and the counts or every problem (exit 2)."
+)
 @click.pass_obj
-def validate(obj: Context) -> None:
+def validate(obj: Context, as_json: bool) -> None:
     """Validate fleet.yaml; every problem names file, line and YAML path."""
+    if as_json:
+        _validate_json(obj)
+        return
     f = obj.fleet()
     lanes = ", ".join(f"{n} ({len(m)})" for n, m in f.lane_members.items()) or "none"
     click.echo(f"{f.path}: ok: {len(f.model.slices)} slice(s), {len(f.workers)} worker(s), lanes: {lanes}")
+
+
+def _validate_json(obj: Context) -> None:
+    """`fleet validate --json`: the problems go to stdout as data too, then exit 2 as without --json."""
+    import sys
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.fleet import find_fleet_path
+
+    try:
+        f = obj.fleet()
+    except ConfigError as exc:
+        try:
+            path: str | None = str(find_fleet_path(obj.fleet_path))
+        except ConfigError:
+            path = obj.fleet_path
+        problem: dict[str, Any] = {
+            "schema_version": 1,
+            "ok": False,
+            "path": path,
+            "problems": exc.problems,
+            "hint": exc.hint,
+        }
+        click.echo(json.dumps(problem, indent=2))
+        sys.exit(exc.exit_code)
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "ok": True,
+        "path": str(f.path),
+        "slices": {name: [w.name for w in f.workers if w.slice == name] for name in f.model.slices},
+        "workers": [w.name for w in f.workers],
+        "lanes": {name: list(members) for name, members in f.lane_members.items()},
+    }
+    click.echo(json.dumps(doc, indent=2))
 
 
 @fleet.command()
@@ -149,6 +189,7 @@ def schema() -> None:
     help="Fleet file to add the slice to with --write (same as `orch --fleet`; created if missing).",
 )
 @click.option("--write", is_flag=True, help="Add the slice to the fleet file and validate it (default: print it).")
+@click.option("--json", "as_json", is_flag=True, help="The imported slice (and what --write did) as JSON.")
 @click.option("--user", metavar="U", help="SSH user for the slice's workers.")
 @click.option(
     "--identity-file", metavar="F", help="Private key for the slice's workers (e.g. ~/.ssh/google_compute_engine)."
@@ -162,6 +203,7 @@ def import_gcloud(
     write: bool,
     user: str | None,
     identity_file: str | None,
+    as_json: bool,
 ) -> None:
     """Turn `gcloud compute tpus tpu-vm describe NAME --format=json` into a slice entry.
 
@@ -175,6 +217,7 @@ def import_gcloud(
     --write appends the slice to fleet.yaml (every other line unchanged),
     refuses an existing slice name, and validates the result.
     """
+    import dataclasses
     import os
     from pathlib import Path
 
@@ -184,11 +227,19 @@ def import_gcloud(
     imported = import_describe(file, name=slice_name, user=user, identity_file=identity_file)
     for warning in imported.warnings:
         click.echo(f"orch: warning: {warning}", err=True)
+    doc = {"schema_version": 1, "slice": dataclasses.asdict(imported), "snippet": render_snippet(imported)}
     if not write:
-        click.echo(render_snippet(imported), nl=False)
+        if as_json:
+            click.echo(json.dumps(doc, indent=2))
+        else:
+            click.echo(render_snippet(imported), nl=False)
         return
     target = Path(fleet_path or obj.fleet_path or os.environ.get(FLEET_ENV) or "fleet.yaml")
     result = write_slice(target, imported)
+    if as_json:
+        written = {"path": str(result.path), "created": result.created, "workers": len(result.fleet.workers)}
+        click.echo(json.dumps({**doc, "written": written}, indent=2))
+        return
     action = "created" if result.created else "updated"
     click.echo(
         f"{result.path}: {action}: slice '{imported.name}' ({imported.accelerator_type}, "

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from orchestrator.cli import complete
+from orchestrator.cli.render import Row, summarize, summary_lines, verbose_option
+
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
     from orchestrator.cli import Context
     from orchestrator.fleet import Fleet, WorkerRef
@@ -66,7 +69,7 @@ class _Printer:
             click.echo(f"orch: {text}", err=True)
 
 
-def _render_outcome(outcome: LaunchOutcome, printer: _Printer) -> None:
+def _render_outcome(outcome: LaunchOutcome, printer: _Printer, run_id_to_stdout: bool = True) -> None:
     o = outcome
     if o.status == "detached":
         printer.report(
@@ -74,7 +77,8 @@ def _render_outcome(outcome: LaunchOutcome, printer: _Printer) -> None:
             f"(start skew {_ms(o.start_skew)}); follow it with `orch attach {o.run_id}` or "
             f"`orch logs {o.run_id} -f`, end it with `orch stop {o.run_id}`"
         )
-        click.echo(o.run_id)
+        if run_id_to_stdout:  # with --json the document on stdout carries it
+            click.echo(o.run_id)
         return
     timing = []
     if o.start_skew is not None:
@@ -139,7 +143,12 @@ def _gang_timing_options(fn: _F) -> _F:
 
 
 @click.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--lane", required=True, help="The lane whose workers run the gang (one process per worker).")
+@click.option(
+    "--lane",
+    required=True,
+    shell_complete=complete.lanes,
+    help="The lane whose workers run the gang (one process per worker).",
+)
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False),
@@ -342,7 +351,7 @@ def launch(
         if max_restarts:
             doc["attempts"] = attempts
         click.echo(json.dumps(doc, indent=2))
-    _render_outcome(outcome, printer)
+    _render_outcome(outcome, printer, run_id_to_stdout=not as_json)
     if gathered:
         for line in gathered:
             printer.report(line)
@@ -407,10 +416,11 @@ def runs_(as_json: bool) -> None:
 
 
 @click.command("status")
-@click.argument("run")
+@click.argument("run", shell_complete=complete.runs)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@verbose_option
 @click.pass_obj
-def status(obj: Context, run: str, as_json: bool) -> None:
+def status(obj: Context, run: str, as_json: bool, verbose: bool) -> None:
     """Show a run's state on every worker (live, from the workers)."""
     from orchestrator.launch import recorded
 
@@ -424,30 +434,58 @@ def status(obj: Context, run: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    click.echo(f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}")
-    for a in attempts:
-        cause = a.get("cause") or {}
-        why = f": {cause.get('layer')}: {cause.get('reason')} ({cause.get('why')})" if cause else ""
-        click.echo(f"  attempt {a.get('attempt')}  {a.get('run_id')}  {a.get('status')}{why}")
-    width = max(len(w) for w in doc["workers"])
-    for name, w in doc["workers"].items():
-        ex = w.get("exit") or {}
-        detail = ex.get("reason") if ex else (f"pid {w.get('pid')}" if w.get("pid") else w.get("error", ""))
-        procs = len(w.get("processes") or [])
-        click.echo(
-            f"  {name:<{width}}  {w.get('state', '?'):<10} {detail}" + (f"  ({procs} live processes)" if procs else "")
-        )
+    for line in status_lines(doc, verbose):
+        click.echo(line)
     if doc["state"] not in ("running", "succeeded"):
         sys.exit(1)
 
 
+def status_lines(doc: dict[str, Any], verbose: bool = False) -> list[str]:
+    """The run's state, then a line per worker; above the summary threshold, counts and the workers that ended badly."""
+    lines = [f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}"]
+    for a in doc.get("attempts") or []:
+        cause = a.get("cause") or {}
+        why = f": {cause.get('layer')}: {cause.get('reason')} ({cause.get('why')})" if cause else ""
+        lines.append(f"  attempt {a.get('attempt')}  {a.get('run_id')}  {a.get('status')}{why}")
+    workers: dict[str, dict[str, Any]] = doc["workers"]
+    if summarize(len(workers), verbose):
+        rows = []
+        for name, w in workers.items():
+            ex = w.get("exit") or {}
+            listed = (ex.get("exit_code") not in (0, None)) if ex else w.get("state") not in ("running", "ready")
+            why = str(ex.get("reason") or "") if ex else str(w.get("error") or "")
+            rows.append(Row(name, str(w.get("state", "?")), listed, why))
+        return lines + [f"  {line}" for line in summary_lines(rows, states=("running", "exited"))]
+    width = max(len(w) for w in workers)
+    for name, w in workers.items():
+        ex = w.get("exit") or {}
+        detail = ex.get("reason") if ex else (f"pid {w.get('pid')}" if w.get("pid") else w.get("error", ""))
+        procs = len(w.get("processes") or [])
+        lines.append(
+            f"  {name:<{width}}  {w.get('state', '?'):<10} {detail}" + (f"  ({procs} live processes)" if procs else "")
+        )
+    return lines
+
+
 @click.command("logs")
-@click.argument("run")
-@click.option("--worker", "worker_sel", metavar="W", help="Only this worker (name, index or glob).")
+@click.argument("run", shell_complete=complete.runs)
+@click.option(
+    "--worker",
+    "worker_sel",
+    metavar="W",
+    shell_complete=complete.workers,
+    help="Only this worker (name, index or glob).",
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the processes end.")
 @click.option("--tail", type=int, metavar="N", help="Only the last N lines of each log.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON document with every worker's lines; with -f, one JSON object per line as it arrives.",
+)
 @click.pass_obj
-def logs(obj: Context, run: str, worker_sel: str | None, follow: bool, tail: int | None) -> None:
+def logs(obj: Context, run: str, worker_sel: str | None, follow: bool, tail: int | None, as_json: bool) -> None:
     """Print a run's output logs from the workers, worker-prefixed."""
     from orchestrator import runs
     from orchestrator.fleet import select_workers
@@ -460,20 +498,37 @@ def logs(obj: Context, run: str, worker_sel: str | None, follow: bool, tail: int
     printer = _Printer([w.name for w in workers])
     with obj.transport(workers) as transport:
         if follow:
-            runs.follow_logs(record, transport, [w.name for w in workers], printer.output)
+            on_line = _json_line if as_json else printer.output
+            runs.follow_logs(record, transport, [w.name for w in workers], on_line)
             return
-        for w in workers:
-            text = runs.log_text(record, transport, w.name, tail=tail)
-            for line in text.splitlines():
-                printer.output(w.name, line)
+        texts = {w.name: runs.log_text(record, transport, w.name, tail=tail) for w in workers}
+    if as_json:
+        doc = {"schema_version": 1, "run_id": plan.run_id, "workers": {w: t.splitlines() for w, t in texts.items()}}
+        click.echo(json.dumps(doc, indent=2))
+        return
+    for name, text in texts.items():
+        for line in text.splitlines():
+            printer.output(name, line)
+
+
+_json_lock = threading.Lock()
+
+
+def _json_line(worker: str, line: str) -> None:
+    """`orch logs -f --json`: one object per output line, as it arrives."""
+    with _json_lock:
+        click.echo(json.dumps({"worker": worker, "line": line}))
 
 
 @click.command("attach")
-@click.argument("run")
+@click.argument("run", shell_complete=complete.runs)
 @_gang_timing_options
 @click.option("--no-gather", is_flag=True, help="Do not copy the workers' receipts and logs at the end.")
+@click.option("--json", "as_json", is_flag=True, help="The outcome as JSON on stdout at the end (as launch --json).")
 @click.pass_obj
-def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_after: float, no_gather: bool) -> None:
+def attach(
+    obj: Context, run: str, grace: float, failure_grace: float, lost_after: float, no_gather: bool, as_json: bool
+) -> None:
     """Resume watching a detached run: stream its output and apply the gang rule again.
 
     When the run ends, every worker's receipt and logs are gathered (unless --no-gather).
@@ -489,12 +544,14 @@ def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_afte
         outcome = recorded.attach(
             record,
             transport,
-            on_output=printer.output,
-            on_stderr=printer.error_output,
+            on_output=None if as_json else printer.output,
+            on_stderr=None if as_json else printer.error_output,
             report=printer.report,
             timing=LaunchTiming(grace=grace, failure_grace=failure_grace, lost_after=lost_after),
         )
         gathered = None if no_gather else _gather_receipts(record, transport, outcome.plan)
+    if as_json:
+        click.echo(json.dumps(outcome.to_dict(), indent=2))
     _render_outcome(outcome, printer)
     for line in gathered or []:
         printer.report(line)
@@ -503,10 +560,11 @@ def attach(obj: Context, run: str, grace: float, failure_grace: float, lost_afte
 
 
 @click.command("stop")
-@click.argument("run")
+@click.argument("run", shell_complete=complete.runs)
 @click.option("--grace", type=float, default=5.0, show_default=True, metavar="S", help="Seconds between TERM and KILL.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document with every worker's result.")
 @click.pass_obj
-def stop(obj: Context, run: str, grace: float) -> None:
+def stop(obj: Context, run: str, grace: float, as_json: bool) -> None:
     """End every process of a run on every worker (TERM, grace, KILL)."""
     from orchestrator.launch import recorded
 
@@ -515,6 +573,8 @@ def stop(obj: Context, run: str, grace: float) -> None:
     with obj.transport(_workers_of(fleet, plan)) as transport:
         result = recorded.stop(record, transport, grace=grace)
     bad = {w: r for w, r in result["workers"].items() if r.get("left") or r.get("error")}
+    if as_json:
+        click.echo(json.dumps({"schema_version": 1, "run_id": plan.run_id, "ok": not bad, **result}, indent=2))
     ended = sum(len(r.get("term") or []) for r in result["workers"].values())
     click.echo(
         f"orch: run {plan.run_id}: ended {ended} process(es) on {len(result['workers'])} workers "

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from orchestrator.cli import complete
+
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
     from orchestrator.play import CommandShape, Rung
 
@@ -62,7 +64,7 @@ def command_shapes(main: click.Group) -> dict[str, CommandShape]:
 
 @click.command()
 @click.argument("playbook", type=click.Path(dir_okay=False))
-@click.option("--lane", help="Lane for steps that name none (default: the playbook's).")
+@click.option("--lane", shell_complete=complete.lanes, help="Lane for steps that name none (default: the playbook's).")
 @click.option("--from", "start", metavar="STEP", help="Start at this step (name or 1-based position).")
 @click.option("--json", "as_json", is_flag=True, help="The ladder record as JSON on stdout.")
 @click.pass_context

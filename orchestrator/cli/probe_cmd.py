@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from orchestrator.cli import complete
+from orchestrator.cli.render import Row, compact_names, summarize, summary_lines, verbose_option
+
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
     from orchestrator.cli import Context
-    from orchestrator.probe import ProbeReport
+    from orchestrator.probe import ProbeReport, WorkerProbe
 
 
 def register(main: click.Group) -> None:
@@ -22,8 +25,14 @@ VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
 @click.command("probe")
-@click.option("--lane", help="Only the workers of this lane.")
-@click.option("--workers", "selection", metavar="SEL", help="Names, globs or index ranges, comma-separated.")
+@click.option("--lane", shell_complete=complete.lanes, help="Only the workers of this lane.")
+@click.option(
+    "--workers",
+    "selection",
+    shell_complete=complete.workers,
+    metavar="SEL",
+    help="Names, globs or index ranges, comma-separated.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every worker's checks.")
 @click.option("--shallow", is_flag=True, help="Skip the runtime check (no frontend is imported).")
 @click.option(
@@ -34,6 +43,7 @@ VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
     "answer in time is reported as transport.",
 )
 @click.option("--plan", "show_plan", is_flag=True, help="Print the requests that would be sent, contact nothing.")
+@verbose_option
 @click.pass_obj
 def probe(
     obj: Context,
@@ -43,6 +53,7 @@ def probe(
     shallow: bool,
     timeout: float | None,
     show_plan: bool,
+    verbose: bool,
 ) -> None:
     """Prove on every worker that the runtime answers from the intended device.
 
@@ -68,16 +79,24 @@ def probe(
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        render(report)
+        render(report, verbose)
     if report.failed:
         sys.exit(1)
 
 
-def render(report: ProbeReport) -> None:
-    """The per-worker table, then the summary by layer and each failing layer's remedy."""
+def render(report: ProbeReport, verbose: bool = False) -> None:
+    """The per-worker table (above the threshold: a summary), then each failing layer's workers and remedy."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    if summarize(len(report.rows), verbose):
+        click.echo(f"orch probe ({'deep' if report.deep else 'shallow'}, {report.elapsed:.1f}s)")
+        rows = [Row(r.worker, r.verdict, r.verdict != "ok", _detail(r), r.elapsed) for r in report.rows]
+        for line in summary_lines(rows, states=("ok", "warn", "fail")):
+            click.echo(line)
+        _remedies(report, compact=True)
+        return
 
     from orchestrator.cli.render import cell
 
@@ -110,11 +129,22 @@ def render(report: ProbeReport) -> None:
     s = report.summary()
     line = f"{s['ok']} ok, {s['warn']} warn, {s['fail']} fail of {s['workers']} worker(s)"
     click.echo(line)
+    _remedies(report, compact=False)
+
+
+def _detail(r: WorkerProbe) -> str:
+    """A row's reason, as the summary groups it: its layer and evidence (first line, shortened)."""
+    evidence = (r.evidence.splitlines() or [""])[0][:160]
+    return f"[{r.layer}] {evidence}" if r.layer else evidence
+
+
+def _remedies(report: ProbeReport, compact: bool) -> None:
+    """Each failing layer: its workers and the remedy."""
     remedies: dict[str | None, str | None] = {}
     for r in report.rows:
         if r.failed:
             remedies.setdefault(r.layer, r.remedy)
-    for layer, names in s["layers"].items():
-        click.echo(f"  {layer}: {', '.join(names)}")
+    for layer, names in report.summary()["layers"].items():
+        click.echo(f"  {layer}: {compact_names(names) if compact else ', '.join(names)}")
         if remedies.get(layer):
             click.echo(f"    remedy: {remedies[layer]}")

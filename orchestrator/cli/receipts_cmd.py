@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from orchestrator.cli import complete
+
 if TYPE_CHECKING:
     from orchestrator.cli import Context
     from orchestrator.fleet import Fleet
@@ -70,7 +72,7 @@ def run_gather(record: RunRecord, transport: Transport, plan: LaunchPlan | None 
 
 
 @click.command("gather")
-@click.argument("run")
+@click.argument("run", shell_complete=complete.runs)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def gather_(obj: Context, run: str, as_json: bool) -> None:
@@ -196,7 +198,7 @@ def render_report(r: Report) -> str:
 
 
 @click.command("report")
-@click.argument("run")
+@click.argument("run", shell_complete=complete.runs)
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
 @click.option(
     "--html",
@@ -256,8 +258,8 @@ def render_comparison(c: Comparison) -> str:
 
 
 @click.command("compare")
-@click.argument("run_a")
-@click.argument("run_b")
+@click.argument("run_a", shell_complete=complete.runs)
+@click.argument("run_b", shell_complete=complete.runs)
 @click.option(
     "--allow-cross-lane",
     is_flag=True,

@@ -79,11 +79,24 @@ def sandbox_group() -> None:
     metavar="S",
     help="Seconds to wait for every sshd to answer.",
 )
-def up(workers: int, slices: int, dir_: str | None, lanes: tuple[str, ...], base_address: str, timeout: float) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The sandbox's state as JSON.")
+def up(
+    workers: int,
+    slices: int,
+    dir_: str | None,
+    lanes: tuple[str, ...],
+    base_address: str,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Start the workers and write DIR/fleet.yaml."""
     from orchestrator import sandbox
 
     state = sandbox.up(sandbox.sandbox_dir(dir_), workers, list(lanes), base_address, timeout=timeout, slices=slices)
+    if as_json:
+        doc = {**state.to_dict(), "already_running": state.already_running, "restarted": list(state.restarted)}
+        click.echo(json.dumps(doc, indent=2))
+        return
     first, last = state.workers[0].address, state.workers[-1].address
     span = first if first == last else f"{first}-{last}"
     if state.restarted:
@@ -99,11 +112,17 @@ def up(workers: int, slices: int, dir_: str | None, lanes: tuple[str, ...], base
 
 @sandbox_group.command()
 @DIR_OPTION
-def down(dir_: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="What was stopped and removed, as JSON.")
+def down(dir_: str | None, as_json: bool) -> None:
     """Stop every worker and remove the sandbox's files."""
+    from dataclasses import asdict
+
     from orchestrator import sandbox
 
     result = sandbox.down(sandbox.sandbox_dir(dir_))
+    if as_json:
+        click.echo(json.dumps({"schema_version": 1, **asdict(result)}, indent=2))
+        return
     if not result.stopped and not result.killed and not result.removed:
         click.echo(f"no sandbox in {result.dir}; nothing to do")
         return
@@ -152,7 +171,8 @@ def _fault_command(name: str, past: str, doc: str) -> click.Command:
     @sandbox_group.command(name, help=doc)
     @click.argument("worker", metavar="W")
     @DIR_OPTION
-    def command(worker: str, dir_: str | None) -> None:
+    @click.option("--json", "as_json", is_flag=True, help="The worker and the processes signalled, as JSON.")
+    def command(worker: str, dir_: str | None, as_json: bool) -> None:
         from orchestrator import sandbox
 
         faults: dict[str, Callable[[Path, str], WorkerAction]] = {
@@ -161,6 +181,10 @@ def _fault_command(name: str, past: str, doc: str) -> click.Command:
             "kill": sandbox.kill,
         }
         action = faults[name](sandbox.sandbox_dir(dir_), worker)
+        if as_json:
+            doc = {"schema_version": 1, "worker": action.name, "action": action.action, "pids": list(action.pids)}
+            click.echo(json.dumps(doc, indent=2))
+            return
         click.echo(f"{action.name} {past} ({len(action.pids)} process(es))")
 
     return command
