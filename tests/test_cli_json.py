@@ -27,6 +27,7 @@ FLEET_SCHEMA = ROOT / "orchestrator" / "schema" / "fleet.schema.json"
 NO_JSON = {
     "completion": "prints a shell script",
     "fleet schema": "prints a JSON Schema already",
+    "export jobset": "prints a Kubernetes manifest (YAML; -o writes it to a file)",
 }
 
 
@@ -221,6 +222,9 @@ def test_every_verb_answers_one_json_document_on_the_local_slice(slice4, jax_cpu
     assert up["already_running"] is False and len(up["workers"]) == 2
     for fault, done in (("pause", "paused"), ("resume", "resumed"), ("kill", "killed")):
         assert run(f"sandbox {fault}", "1", "--dir", str(directory))["action"] == done
+    assert run("sandbox replace", "1", "--dir", str(directory))["action"] == "replaced"
+    trusted = run("fleet trust", "1", "--yes", fleet=up["fleet_path"])
+    assert trusted["recorded"] == ["slice-w1"], trusted
     rollback = run("rollback", "--lane", "cpu", fleet=up["fleet_path"], timeout=120)
     assert ran["rollback"][0] == 1 and not any(w.get("ok") for w in rollback.values())  # nothing to roll back to
     down = run("sandbox down", "--dir", str(directory))

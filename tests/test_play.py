@@ -36,7 +36,7 @@ def test_a_misspelled_option_names_file_line_step_and_suggests():
     [problem] = problems("lane: cpu\nsteps:\n  - probe: {shallow: true}\n  - launch: {workdri: x, argv: [a.py]}\n")
     assert problem.startswith(
         "ladder.yaml:4 steps[1].launch.workdri: `orch launch` has no option 'workdri'; "
-        "did you mean 'workdir'? (options: argv, detach, dry_run, env, "
+        "did you mean 'workdir'? (options: argv, backoff, detach, dry_run, env, "
     )
 
 

@@ -202,7 +202,8 @@ _fault_command("kill", "killed", "SIGKILL a worker's sshd and everything on it: 
 @sandbox_group.command("replace")
 @click.argument("worker", metavar="W")
 @DIR_OPTION
-def replace_(worker: str, dir_: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The worker and its new host key, as JSON.")
+def replace_(worker: str, dir_: str | None, as_json: bool) -> None:
     """Re-create worker W as the cloud re-creates a preempted VM: same address, new host key, empty disk.
 
     Clients refuse it until `orch fleet trust W`; `orch deploy` then sends it only what it lacks.
@@ -212,4 +213,8 @@ def replace_(worker: str, dir_: str | None) -> None:
     state = sandbox.load_state(sandbox.sandbox_dir(dir_))
     name = state.worker(worker).name
     public = sandbox.replace(sandbox.sandbox_dir(dir_), worker)
+    if as_json:
+        doc = {"schema_version": 1, "worker": name, "action": "replaced", "host_key": public}
+        click.echo(json.dumps(doc, indent=2))
+        return
     click.echo(f"{name} replaced: new host key {public.split()[0]}, empty orch root, home and /tmp")
