@@ -85,7 +85,7 @@ class Record:
             "python_executable": sys.executable,
             "bundle_env": os.path.realpath(sys.prefix),
             "bundle_id": receipt_facts.bundle_id(),
-            "target": doc["target"],
+            "target": _recorded_target(doc["target"]),
             "phase": "starting",
             "launched_at": time.time(),
             "steps": [],
@@ -116,6 +116,14 @@ class Record:
 
     def save(self) -> None:
         lp.write_json_atomic(self.path, self.data)
+
+
+def _recorded_target(target: dict[str, Any]) -> dict[str, Any]:
+    """The target as the receipt records it: the controller's redacted arguments (`shown_args`),
+    or redacted here when a launch file has none."""
+    shown = target.get("shown_args")
+    args = shown if isinstance(shown, list) else redact.argv(target.get("args") or [], extra=())
+    return {k: v for k, v in target.items() if k != "shown_args"} | {"args": args}
 
 
 def _say(text: str) -> None:

@@ -34,7 +34,15 @@ names the file, the line and the YAML path, e.g.
 
 Paths on the controller (`known_hosts`, `config_file`, `identity_file`, `find_links`, `lock`) are
 relative to the directory of fleet.yaml unless absolute, and `~` is expanded. Paths on the workers
-(`root`, `shared_dir`, cache roots) are absolute paths on every worker.
+(`root`, `shared_dir`, cache roots) are absolute paths on every worker; `root` and `shared_dir` are
+normalised (`/var/lib/orch/` is `/var/lib/orch`). `python` is a command name or an absolute path.
+No value that reaches a worker may hold a control character or start with `-`, and an `address` that
+looks like an IP address must be one (`999.1.1.1` is refused).
+
+The file is read as untrusted input: it must be UTF-8; YAML tags (`!foo`, `!!python/...`) and merge
+keys are refused; anchors and aliases work, but a document whose aliases expand past 200 000 values
+or that nests deeper than 64 levels is refused at once, naming the line; integers are at most 100
+digits; a slice has at most 4096 workers, so a worker index or range stays below 4096.
 
 Names (of slices, bundles, profiles, policies and lanes) are letters, digits, `.`, `_` and `-`.
 An annotated example is [fleet.yaml](../fleet.yaml) at the top of the repository;

@@ -278,7 +278,8 @@ def judge_check(check: dict[str, Any]) -> CheckOutcome:
     """A hostside check with its owning layer and remedy when it failed (pure)."""
     name = str(check.get("name", "?"))
     status = str(check.get("status", "fail"))
-    evidence = tuple(str(e) for e in check.get("evidence") or ())
+    raw_evidence = check.get("evidence") or ()
+    evidence = tuple(str(e) for e in (raw_evidence if isinstance(raw_evidence, list) else [raw_evidence]))
     layer = remedy = signature = signature_id = None
     if status == "fail":
         finding = _diagnosis("\n".join(evidence + (str(check.get("summary", "")),)))
@@ -293,22 +294,33 @@ def judge_check(check: dict[str, Any]) -> CheckOutcome:
         status=status,
         summary=str(check.get("summary", "")),
         evidence=evidence,
-        elapsed=float(check.get("elapsed") or 0.0),
+        elapsed=_number(check.get("elapsed")),
         layer=layer,
         remedy=remedy,
         signature=signature,
         signature_id=signature_id,
-        headline=check.get("headline"),
-        data=check.get("data") or {},
+        headline=_text(check.get("headline")),
+        data=data if isinstance(data := check.get("data"), dict) else {},
     )
+
+
+def _text(value: object) -> str | None:
+    """A string the worker sent, or None for anything else (a document of the wrong shape)."""
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e12
+    return float(value) if ok and isinstance(value, (int, float)) else 0.0
 
 
 def judge(worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float = 0.0) -> WorkerProbe:
     """A worker's row from its hostside.probe document (pure)."""
-    checks = tuple(judge_check(c) for c in doc.get("checks") or ())
+    raw_checks = doc.get("checks")
+    checks = tuple(judge_check(c) for c in (raw_checks if isinstance(raw_checks, list) else []) if isinstance(c, dict))
     runtime = next((c for c in checks if c.name == "runtime"), None)
     answered = None
-    if runtime is not None and runtime.data.get("answered"):
+    if runtime is not None and isinstance(runtime.data.get("answered"), dict):
         a = runtime.data["answered"]
         answered = str(a.get("device_kind") or a.get("platform") or "?")
     failing = [c for c in checks if c.status == "fail"]
@@ -316,8 +328,8 @@ def judge(worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float 
     base: dict[str, Any] = dict(
         worker=worker,
         lane=lane,
-        platform=doc.get("platform"),
-        bundle_id=doc.get("bundle_id"),
+        platform=_text(doc.get("platform")),
+        bundle_id=_text(doc.get("bundle_id")),
         answered=answered,
         checks=checks,
         elapsed=elapsed,
@@ -384,6 +396,24 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
     )
 
 
+def malformed(worker: str, lane: str | None, platform: str | None, exc: Exception, elapsed: float) -> WorkerProbe:
+    """An `other` row for a worker whose probe document has the wrong shape."""
+    text = f"the worker's probe document has the wrong shape ({type(exc).__name__}: {str(exc)[:200]})"
+    return WorkerProbe(
+        worker=worker,
+        lane=lane,
+        platform=platform,
+        bundle_id=None,
+        answered=None,
+        verdict="fail",
+        layer="other",
+        remedy="the worker's hostside copy or its Python is broken: remove <root>/hostside on it and probe again",
+        evidence=f"probe: {text}",
+        elapsed=elapsed,
+        error=text,
+    )
+
+
 # ---------------------------------------------------------------------------
 # Sweep
 
@@ -419,5 +449,9 @@ def sweep(probe_plan: ProbePlan, transport: Transport) -> ProbeReport:
         except Exception:
             rows.append(unreachable(name, request.lane, platform, result))
             continue
-        rows.append(judge(name, request.lane, doc, elapsed=result.elapsed))
+        try:
+            rows.append(judge(name, request.lane, doc, elapsed=result.elapsed))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+            # A document of the wrong shape: a broken hostside, never a traceback for every worker.
+            rows.append(malformed(name, request.lane, platform, exc, result.elapsed))
     return ProbeReport(rows=tuple(rows), deep=probe_plan.deep, elapsed=time.monotonic() - start)

@@ -75,7 +75,7 @@ class RunRecord:
                 "lane": plan.lane,
                 "fleet": str(fleet_path) if fleet_path else None,
                 "workers": plan.workers,
-                "target": plan.target.argv(),
+                "target": plan.target.shown_argv(),
                 "created_at": time.time(),
                 "controller": {"host": socket.gethostname(), "pid": os.getpid()},
                 "state": "planned",

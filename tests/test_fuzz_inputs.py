@@ -262,3 +262,40 @@ def test_any_run_directory_is_diagnosed_or_refused_with_an_orch_error(
     except OrchError:
         pass
     assert _files_under(run) == before
+
+
+# -- probe: a worker's probe document ------------------------------------------------------
+
+PROBE_DOC = {
+    "job": "probe",
+    "ok": True,
+    "platform": "cpu",
+    "bundle_id": "5748b3c35b095645",
+    "checks": [
+        {"name": "host", "status": "ok", "summary": "python 3.11", "evidence": ["x"], "elapsed": 0.1},
+        {
+            "name": "runtime",
+            "status": "fail",
+            "summary": "no TPU",
+            "evidence": ["RuntimeError: Unable to initialize backend 'tpu'"],
+            "headline": "the runtime did not come up",
+            "data": {"answered": {"platform": "cpu", "device_kind": "cpu", "device_count": 1}},
+        },
+    ],
+}
+
+
+@settings(BUDGET, max_examples=50)  # each example renders a rich table
+@given(doc=mutated(PROBE_DOC))
+def test_any_probe_document_gives_a_row_and_a_table(doc, monkeypatch):
+    from orchestrator import probe
+    from orchestrator.cli.probe_cmd import render
+
+    monkeypatch.setenv("COLUMNS", "200")
+    w = worker(0, lane=None)
+    fake = ScriptedTransport([w])
+    fake.expect_job("w0", "probe", answer=doc if isinstance(doc, dict) else {"checks": doc})
+    request = probe.ProbeRequest(worker=w, lane=None, doc={"schema_version": 1, "root": "/var/lib/orch"})
+    report = probe.sweep(probe.ProbePlan(requests=(request,), deep=False, timeout=30.0), fake)
+    json.dumps(report.to_dict(), default=str)
+    render(report)

@@ -300,7 +300,9 @@ def launch(
         return
     printer = _Printer(plan.workers, to_stderr=detach)
     record = first_record = runs.RunRecord.create(plan, fleet_path=fleet.path)
-    printer.report(f"run {plan.run_id}: {' '.join(plan.target.argv())} on lane {lane} ({plan.num_processes} workers)")
+    printer.report(
+        f"run {plan.run_id}: {' '.join(plan.target.shown_argv())} on lane {lane} ({plan.num_processes} workers)"
+    )
     workers = fleet.lane_workers(lane)
     if not detach:
         core.interrupt_on_termination()

@@ -166,12 +166,18 @@ class _Deploy:
             return
         self.locked.add(w.name)
         o.previous = doc.get("active")
-        self.needs[w.name] = doc["missing"]
+        missing = doc.get("missing")
+        # The worker's reply names wheels by sha256: only wheels of this bundle, never a KeyError later.
+        if not isinstance(missing, list) or not all(
+            isinstance(x, dict) and isinstance(x.get("sha256"), str) and x["sha256"] in self.all_wheels for x in missing
+        ):
+            raise _Failed(f"begin: the worker's list of missing wheels names wheels not in bundle {self.plan.bundle}")
+        self.needs[w.name] = missing
         self.free[w.name] = doc.get("disk_free_bytes")
-        nbytes = sum(x["size"] for x in doc["missing"])
+        nbytes = sum(self.all_wheels[x["sha256"]].size for x in missing)
         if not self.fits(w.name, nbytes):
             raise _Failed(self.no_space(w, nbytes))
-        self.say(w.name, f"needs {len(doc['missing'])} wheel(s)" if doc["missing"] else "wheels present")
+        self.say(w.name, f"needs {len(missing)} wheel(s)" if missing else "wheels present")
 
     def fits(self, name: str, nbytes: int) -> bool:
         """Whether `nbytes` more (plus headroom) fit under the worker's root."""

@@ -85,8 +85,14 @@ class Target:
             return ["-m", str(self.module), *self.args]
         return [str(self.path), *self.args]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "module": self.module, "args": list(self.args)}
+    def shown_argv(self) -> list[str]:
+        """`argv()` as it may be written down or shown: credentials redacted (hostside.redact.argv)."""
+        return redact.argv(self.argv())
+
+    def to_dict(self, *, redacted: bool = True) -> dict[str, Any]:
+        """The target as recorded (arguments redacted), or as the worker runs it (`redacted=False`)."""
+        args = redact.argv(self.args) if redacted else list(self.args)
+        return {"kind": self.kind, "path": self.path, "module": self.module, "args": args}
 
 
 @dataclass(frozen=True)
@@ -218,7 +224,8 @@ class LaunchPlan:
             "forbid": list(self.forbid),
             "frontends": list(self.frontends),
             "contract": [c.to_dict() for c in self.contract],
-            "target": self.target.to_dict(),
+            # the real arguments to run, and what the receipt may record of them
+            "target": {**self.target.to_dict(redacted=False), "shown_args": redact.argv(self.target.args)},
             "distributions": list(self.distributions),
             "cache": dict(self.cache),
             "timeout": self.timeout,
@@ -524,7 +531,7 @@ def render_plan(plan: LaunchPlan) -> str:
             else f"slice {plan.slice}, "
         )
         + f"{plan.num_processes} processes",
-        f"program      {' '.join(plan.target.argv())}",
+        f"program      {' '.join(plan.target.shown_argv())}",
         f"python       {python}",
         "cwd          "
         + (
@@ -547,7 +554,7 @@ def render_plan(plan: LaunchPlan) -> str:
     for step in plan.contract:
         lines.append(f"  {n}. {step.frontend:<12} {step.detail}")
         n += 1
-    lines += [f"  {n}. user code    {' '.join(plan.target.argv())}", "", "environment (every process):"]
+    lines += [f"  {n}. user code    {' '.join(plan.target.shown_argv())}", "", "environment (every process):"]
     lines += [f"  {k}={v}" for k, v in sorted(common.items())]
     lines += ["", "processes:"]
     for p in procs:
