@@ -244,3 +244,27 @@ def test_the_verdict_names_worker_port_and_layer(tmp_path):
         "initialisation)",
         "pod-b-w1: the network check did not run: ssh: connection refused",
     ]
+
+
+# -- receipts of a multislice run ----------------------------------------------
+
+
+def test_a_multislice_report_groups_rows_by_slice_and_names_a_slice_whose_workers_disagree():
+    from test_receipts import a_receipt, a_run
+
+    from orchestrator import receipts
+    from orchestrator.cli.receipts_cmd import render_report
+
+    docs = {}
+    for pid, (worker, sl) in enumerate((("a-w0", "pod-a"), ("a-w1", "pod-a"), ("b-w0", "pod-b"), ("b-w1", "pod-b"))):
+        doc = a_receipt(worker, pid, slice=sl, slice_id=pid // 2, num_slices=2)
+        if worker == "b-w1":
+            doc["bundle_id"] = "0000aaaabbbbcccc"
+        docs[worker] = doc
+    rep = receipts.build_report(a_run(docs))
+    assert [r.slice for r in rep.rows] == ["pod-a", "pod-a", "pod-b", "pod-b"]
+    flags = [f for f in rep.flags if f.kind == "slice-differs"]
+    assert len(flags) == 1 and flags[0].message.startswith("slice pod-b: its workers ran different bundles")
+    text = render_report(rep)
+    assert text.splitlines()[3].split()[:2] == ["slice", "worker"]
+    assert [line.split()[0] for line in text.splitlines()[4:8]] == ["pod-a", "pod-a", "pod-b", "pod-b"]

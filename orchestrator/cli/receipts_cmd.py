@@ -111,7 +111,7 @@ def render_report(r: Report) -> str:
         f"program {' '.join(r.target)}",
         "",
     ]
-    header = (
+    header: tuple[str, ...] = (
         "worker",
         "proc",
         "bundle",
@@ -124,10 +124,16 @@ def render_report(r: Report) -> str:
         "cache",
         "exit",
     )
-    table = [header]
-    for x in r.rows:
+    slices = sorted({x.slice for x in r.rows if x.slice})
+    multislice = len(slices) > 1  # rows come slice by slice (process order); a column says which
+    rows = sorted(r.rows, key=lambda x: (slices.index(x.slice) if x.slice in slices else len(slices), x.process_id))
+    if multislice:
+        header = ("slice", *header)
+    table: list[tuple[str, ...]] = [header]
+    for x in rows if multislice else r.rows:
         table.append(
             (
+                *((x.slice or "-",) if multislice else ()),
                 x.worker,
                 str(x.process_id),
                 f"{x.bundle or '-'}@{(x.bundle_id or '?')[:8]}" if x.has_receipt else "-",

@@ -52,6 +52,7 @@ class WorkerRow:
     metrics: Mapping[str, Mapping[str, Any]]
     startup: tuple[str, ...]
     cache: Mapping[str, Any] | None
+    slice: str | None = None  # the worker's slice (a multislice run groups by it)
 
     @property
     def has_receipt(self) -> bool:
@@ -118,6 +119,7 @@ class WorkerRow:
             "metrics": {k: dict(v) for k, v in self.metrics.items()},
             "startup": list(self.startup),
             "cache": self.cache,
+            "slice": self.slice,
         }
 
 

@@ -43,6 +43,7 @@ def build_report(run: RunReceipts) -> Report:
         _missing_receipts(run, rows),
         _invalid_receipts(have),
         _stack_differences(have),
+        _slice_differences(have),
         _metric_flags(run, have, len(rows)),
         _device_flags(run, have),
         _backend_flags(have),
@@ -96,6 +97,7 @@ def worker_row(name: str, pid: int, doc: Doc | None, source: str | None) -> Work
         metrics=training.get("metrics") or {},
         startup=tuple(s.get("name", "?") for s in doc.get("steps") or []),
         cache=doc.get("cache"),
+        slice=doc.get("slice"),
     )
 
 
@@ -149,6 +151,24 @@ def _user_code_time(doc: Doc) -> float | None:
 
 
 # -- the checks: each yields the flags of one concern ------------------------------
+
+
+def _slice_differences(have: Sequence[WorkerRow]) -> Iterator[Flag]:
+    """On a multislice run, a slice whose own workers ran different bundles is named as that slice."""
+    by_slice: dict[str, list[WorkerRow]] = {}
+    for r in have:
+        if r.slice:
+            by_slice.setdefault(r.slice, []).append(r)
+    if len(by_slice) < 2:
+        return
+    for name, rows in by_slice.items():
+        bundles = {r.worker: f"{r.bundle}@{(r.bundle_id or '?')[:12]}" for r in rows}
+        if len(groups(bundles)) > 1:
+            yield Flag(
+                "slice-differs",
+                f"slice {name}: its workers ran different bundles: " + describe_groups(bundles),
+                tuple(bundles),
+            )
 
 
 def _missing_receipts(run: RunReceipts, rows: Sequence[WorkerRow]) -> Iterator[Flag]:
