@@ -54,7 +54,9 @@ class OutputPump:
         return list(self.fds.values())
 
     def pump(self, ready: list[int] | None = None) -> int:
-        """Copy what the pipes hold now (those in `ready`, or all); returns the bytes copied."""
+        """Copy what the pipes hold now (those in `ready`, or all), never waiting; returns the bytes copied.
+
+        Once the process has ended, everything it wrote is in its pipes: one pump takes it all."""
         moved = 0
         for stream, fd in list(self.fds.items()):
             if ready is not None and fd not in ready:
@@ -71,8 +73,6 @@ class OutputPump:
                     break
                 moved += len(data)
                 self._write(stream, data)
-                if len(data) < CHUNK:
-                    break
         return moved
 
     def drain(self, idle: float, limit: float) -> None:

@@ -120,8 +120,9 @@ def supervise(run_dir: str) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo, output, stdin_holder)
-    # What the process wrote before it ended is on disk before exit.json says it ended.
-    output.drain(idle=DRAIN_IDLE, limit=DRAIN_LIMIT)
+    # What the process wrote before it ended is on disk before exit.json says it ended (all of it is
+    # in the pipes by now; what processes it left behind write later is copied after exit.json).
+    output.pump()
     code, sig = (None, -status) if status < 0 else (status, None)
     stop = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
     if timed_out:

@@ -158,3 +158,29 @@ def test_a_failing_worker_is_named_and_the_gang_torn_down_once():
     ]
     assert any(r.startswith("tearing down the gang: w1 failed (exit code 3)") for r in reports)
     assert {w: len(got) for w, got in lines.items()} == {w: LINES for w in WORKERS}
+
+
+def test_a_reader_that_blocks_longer_than_lost_after_is_not_taken_for_a_silent_worker():
+    """The controller's own stdout is stuck (a pipe nobody reads): the output waits on us, not on the
+    worker, so the gang neither loses the worker nor gives up its stream."""
+    transport = ScriptedTransport(exit_codes={"w0": 0, "w1": 0})
+    lines: dict[str, list[str]] = {w: [] for w in WORKERS}
+    unblocked = threading.Event()
+    reports: list[str] = []
+
+    def stuck_reader(worker: str, line: str) -> None:
+        if line == "line 0":
+            unblocked.wait(3.0)  # three times --lost-after: the pause is the condition under test
+        lines[worker].append(line)
+
+    outcome = monitor(
+        plan(),
+        transport,  # type: ignore[arg-type]
+        timing=LaunchTiming(start_timeout=30, lost_after=1.0),
+        on_output=stuck_reader,
+        report=reports.append,
+    )
+    assert outcome.status == "succeeded", reports
+    # Without on_stderr, the workers' stderr lines come to on_output too.
+    assert {w: len(got) for w, got in lines.items()} == {w: LINES + LINES // 10 for w in WORKERS}
+    assert not [r for r in reports if "silent" in r or "lost" in r or "missed" in r]

@@ -170,7 +170,7 @@ class Driver:
         """Start the watch threads, then feed events until the state machine says done."""
         for name in self.plan.workers:
             args = (name, from_end)
-            threading.Thread(target=self._watch, args=args, daemon=True, name=f"orch-watch-{name}").start()
+            threading.Thread(target=self._watch, args=(name,), daemon=True, name=f"orch-watch-{name}").start()
             if self.until == "exit":
                 threading.Thread(target=self._stream, args=args, daemon=True, name=f"orch-output-{name}").start()
         interrupt: KeyboardInterrupt | None = None
@@ -271,13 +271,12 @@ class Driver:
 
     # -- watch threads ----------------------------------------------------------------------
 
-    def _watch(self, name: str, from_end: bool) -> None:
-        """Stream one worker's output and events until its exit; resume a broken watch, or report it lost."""
-        offset = "-1" if from_end else "0"
+    def _watch(self, name: str) -> None:
+        """Watch one worker's events until its exit; resume a broken watch, or report the worker lost."""
         attempts = 0
         while True:
             got_exit: list[dict[str, Any]] = []
-            res = self._watch_once(name, offset, got_exit)
+            res = self._watch_once(name, got_exit)
             if got_exit or (res.ok and self.until == "started") or self.closing.is_set():
                 break
             attempts += 1
@@ -289,7 +288,7 @@ class Driver:
         if self.until == "started":
             self.events.put(gang.StreamClosed(name))  # a detached watch streams no output of its own
 
-    def _watch_once(self, name: str, offset: str, got_exit: list[dict[str, Any]]) -> Result:
+    def _watch_once(self, name: str, got_exit: list[dict[str, Any]]) -> Result:
         """One watch of a worker's events (its own channel: output back-pressure never delays them)."""
         p = self.plan.process(name)
 
