@@ -41,6 +41,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from hostside import gang_env
 from hostside import launch_proc as lp
 from hostside.launch_supervise import child_env
 
@@ -103,22 +104,7 @@ def launch_doc(config: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
         env["MEGASCALE_PORT"] = str(config["megascale_port"])
     run_id = config["run_id"]
     env.update(config["env"])
-    env.update(
-        {
-            "ORCH_RUN_ID": run_id,
-            "ORCH_LANE": config["lane"],
-            "ORCH_WORKER": worker,
-            "ORCH_PROCESS_ID": str(pid),
-            "ORCH_NUM_PROCESSES": str(n),
-            "ORCH_COORDINATOR": f"{first}:{port}",
-            "MASTER_ADDR": first,
-            "MASTER_PORT": str(port + 1),
-            "WORLD_SIZE": str(n),
-            "RANK": str(pid),
-            "LOCAL_RANK": "0",
-            "LOCAL_WORLD_SIZE": "1",
-        }
-    )
+    env.update(gang_env.process_env(run_id, config["lane"], worker, pid, n, first, port))
     return {
         **config["doc"],
         "worker": worker,

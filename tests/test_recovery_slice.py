@@ -29,7 +29,8 @@ HELLO = "import jax\nprint('HELLO', jax.process_index(), jax.process_count())\n"
 RESTARTABLE = """\
 import os, sys, time
 attempt = int(os.environ.get("ORCH_RESTART_ATTEMPT", "-1"))
-print("ATTEMPT", attempt, os.environ.get("ORCH_RESTART_PREVIOUS", "-"), flush=True)
+count = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+print("ATTEMPT", attempt, f"count={count}", os.environ.get("ORCH_RESTART_PREVIOUS", "-"), flush=True)
 if attempt == 0:
     time.sleep(600)
 """
@@ -109,7 +110,7 @@ def test_a_gang_that_lost_a_worker_is_restarted_and_the_record_shows_both_attemp
     assert proc.returncode == 0, stderr
     assert "restarting in 1s: transport is restartable" in stderr
     again = [line for line in out if "ATTEMPT 1" in line]
-    assert len(again) == 2 and all("transport: slice-w1 lost" in line for line in again), out
+    assert len(again) == 2 and all("count=1 transport: slice-w1 lost" in line for line in again), out
     first = re.search(r"orch: run (\S+):", stderr).group(1)
     attempts = json.loads((runs_dir / first / "run.json").read_text())["attempts"]
     assert [(a["attempt"], a["run_id"], a["status"]) for a in attempts] == [

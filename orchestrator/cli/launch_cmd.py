@@ -289,6 +289,8 @@ def launch(
             workdir=workdir,
             timeout=timeout,
             extra_env={**env, **(restarts.attempt_env(attempt, previous) if max_restarts else {})},
+            restart_count=attempt - 1,
+            max_restarts=max_restarts,
         )
 
     plan = first = plan_attempt(1, None)

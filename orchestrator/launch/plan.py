@@ -24,6 +24,8 @@ from typing import Any
 from hostside import redact
 from hostside.folklore import FOLKLORE_VARS
 from hostside.frontends import bundle_frontends
+from hostside.gang_env import ORCH_VARS as ORCH_VARS  # re-exported: the names a profile may not set
+from hostside.gang_env import process_env
 from hostside.layout import Layout
 from hostside.pins import project_name
 from orchestrator.cache import describe as describe_cache
@@ -36,39 +38,6 @@ from orchestrator.policy import TOPOLOGY_VARS, runtime_policy
 SCHEMA_VERSION = 1
 PORT_BASE = 20000
 PORT_SPAN = 10000
-# The rest of torchrun's per-worker environment (torch.distributed.elastic's
-# LocalElasticAgent._start_workers), as `torchrun --nnodes=N --nproc_per_node=1`
-# sets it: one role ("default"), one worker per node, so the group (node) rank
-# is the global rank. TORCHELASTIC_USE_AGENT_STORE is False: no agent holds a
-# TCPStore, rank 0's env:// rendezvous creates it at MASTER_ADDR:MASTER_PORT.
-TORCHRUN_ROLE = "default"
-TORCHRUN_VARS = (
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "ROLE_RANK",
-    "ROLE_WORLD_SIZE",
-    "ROLE_NAME",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_USE_AGENT_STORE",
-)
-# Variables `orch launch` sets per process; a profile or --env may not set them.
-ORCH_VARS = (
-    "ORCH_RUN_ID",
-    "ORCH_LANE",
-    "ORCH_WORKER",
-    "ORCH_PROCESS_ID",
-    "ORCH_NUM_PROCESSES",
-    "ORCH_COORDINATOR",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    *TORCHRUN_VARS,
-)
 
 
 @dataclass(frozen=True)
@@ -377,8 +346,14 @@ def plan_launch(
     workdir: str | None = None,
     timeout: float | None = None,
     extra_env: Mapping[str, str] | None = None,
+    restart_count: int = 0,
+    max_restarts: int = 0,
 ) -> LaunchPlan:
-    """The complete launch of `argv` on `lane`: pure, no worker is contacted."""
+    """The complete launch of `argv` on `lane`: pure, no worker is contacted.
+
+    `restart_count` and `max_restarts` are the gang's restarts so far and allowed (`--max-restarts`),
+    as torchrun's agent reports them (TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS).
+    """
     lane_model = fleet.lane(lane)
     workers = fleet.lane_workers(lane)
     if not workers:
@@ -406,7 +381,17 @@ def plan_launch(
         env = {
             **runtime_policy(fleet, lane, w).env,
             **extra_env,
-            **orch_env(run_id, lane, w.name, pid, len(workers), coordinator, coord_port),
+            **orch_env(
+                run_id,
+                lane,
+                w.name,
+                pid,
+                len(workers),
+                coordinator,
+                coord_port,
+                restart_count=restart_count,
+                max_restarts=max_restarts,
+            ),
         }
         processes.append(
             ProcessPlan(
@@ -479,31 +464,22 @@ def place_workdir(workdir: str | None, root: str, target: Target) -> tuple[Workd
     return wd, target
 
 
-def orch_env(run_id: str, lane: str, worker: str, pid: int, n: int, coordinator: str, port: int) -> dict[str, str]:
-    """The variables orch sets for process `pid` of `n` (ORCH_VARS), torchrun's names included."""
-    return {
-        "ORCH_RUN_ID": run_id,
-        "ORCH_LANE": lane,
-        "ORCH_WORKER": worker,
-        "ORCH_PROCESS_ID": str(pid),
-        "ORCH_NUM_PROCESSES": str(n),
-        "ORCH_COORDINATOR": f"{coordinator}:{port}",
-        "MASTER_ADDR": coordinator,
-        "MASTER_PORT": str(port + 1),
-        "WORLD_SIZE": str(n),
-        "RANK": str(pid),
-        "LOCAL_RANK": "0",
-        "LOCAL_WORLD_SIZE": "1",
-        "GROUP_RANK": str(pid),
-        "GROUP_WORLD_SIZE": str(n),
-        "ROLE_RANK": str(pid),
-        "ROLE_WORLD_SIZE": str(n),
-        "ROLE_NAME": TORCHRUN_ROLE,
-        "TORCHELASTIC_RUN_ID": run_id,
-        "TORCHELASTIC_RESTART_COUNT": "0",
-        "TORCHELASTIC_MAX_RESTARTS": "0",
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
-    }
+def orch_env(
+    run_id: str,
+    lane: str,
+    worker: str,
+    pid: int,
+    n: int,
+    coordinator: str,
+    port: int,
+    *,
+    restart_count: int = 0,
+    max_restarts: int = 0,
+) -> dict[str, str]:
+    """The variables orch sets for process `pid` of `n` (ORCH_VARS, torchrun's names): see hostside.gang_env."""
+    return process_env(
+        run_id, lane, worker, pid, n, coordinator, port, restart_count=restart_count, max_restarts=max_restarts
+    )
 
 
 def with_ports(plan: LaunchPlan, port: int) -> LaunchPlan:
