@@ -253,7 +253,7 @@ def test_a_torchrun_program_that_checks_group_and_role_ranks_runs_unmodified(
 # -- gang semantics ------------------------------------------------------------------
 
 
-def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu_lane, runs_dir):
+def test_a_worker_exiting_3_takes_the_gang_down_in_seconds_not_at_a_timeout(slice4, jax_cpu_lane, runs_dir):
     proc = start_orch(
         slice4,
         runs_dir,
@@ -291,8 +291,11 @@ def test_a_worker_exiting_3_takes_the_gang_down_within_3_seconds(slice4, jax_cpu
     assert "slice-w2 (process 2) failed first: exit code 3" in rest
     rec = run_record(runs_dir, run_id)
     assert rec["outcome"]["first_failure"]["worker"] == "slice-w2"
-    assert rec["outcome"]["teardown_latency"] < 3.0
-    assert gone_after < 3.0
+    # How fast is bench/launch.py's figure (about 1 s on 8 workers); here the bound only tells a
+    # teardown driven by the failure from one that waits for --lost-after (30 s) or a collective's
+    # own timeout, with room for a loaded 2-core machine.
+    assert rec["outcome"]["teardown_latency"] < 10.0
+    assert gone_after < 10.0
     # Every survivor was ended by the teardown, or ended itself no earlier than the failure
     # (a peer's collective may notice the dead process first and exit on its own).
     first = rec["outcome"]["ends"]["slice-w2"]["ended_at"]
