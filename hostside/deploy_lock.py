@@ -124,8 +124,10 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         return {"state": "locked-by-us", "active": active, "recovered_lock": recovered}
     if active == bundle_id and _complete(layout, bundle_id):
         return {"state": "unchanged", "active": active, "recovered_lock": recovered}
+    swept = _sweep_incoming(layout, float(req.get("stale_after", 300)))
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {
+        "swept": swept,
         "state": "locked-by-us",
         "active": active,
         "missing": missing,
@@ -133,6 +135,27 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         "env_complete": _complete(layout, bundle_id),
         "disk_free_bytes": shutil.disk_usage(req["root"]).free,
     }
+
+
+def _sweep_incoming(layout: Layout, idle: float) -> list[str]:
+    """Remove partial uploads and downloads no one has written for `idle` seconds (their deploy died;
+    a live transfer keeps its file's mtime fresh). Judged by this worker's clock, which wrote the mtimes."""
+    incoming = os.path.join(layout.store, ".incoming")
+    swept: list[str] = []
+    try:
+        names = os.listdir(incoming)
+    except OSError:
+        return swept
+    now = time.time()
+    for name in names:
+        path = os.path.join(incoming, name)
+        try:
+            if now - os.lstat(path).st_mtime > idle:
+                os.unlink(path)
+                swept.append(name)
+        except OSError:
+            pass
+    return swept
 
 
 def unlock(req: dict[str, Any]) -> dict[str, Any]:

@@ -182,6 +182,17 @@ def test_status_says_whether_a_lock_is_stale_and_bundle_status_calls_it_holder_g
     assert lock_note(info) == "deploy in progress by alice@ops-laptop pid 4242 (bundle feedface)"
 
 
+def test_begin_sweeps_partial_uploads_left_by_a_dead_deploy_and_keeps_live_ones(tmp_path):
+    incoming = tmp_path / "store" / "sha256" / ".incoming"
+    incoming.mkdir(parents=True)
+    (incoming / "dead.0a0b.part").write_text("x")
+    old = time.time() - 3600
+    os.utime(incoming / "dead.0a0b.part", (old, old))
+    (incoming / "live.0c0d.part").write_text("x")
+    assert hd.begin(request(tmp_path))["swept"] == ["dead.0a0b.part"]
+    assert [p.name for p in incoming.iterdir()] == ["live.0c0d.part"]
+
+
 def test_concurrent_begins_let_exactly_one_deploy_take_the_lane(tmp_path):
     script = "import json, sys; from hostside import deploy as hd; print(hd.begin(json.loads(sys.argv[1]))['state'])"
     reqs = [request(tmp_path, holder=dict(OURS, token=f"{i:04x}")) for i in range(6)]
