@@ -383,8 +383,13 @@ def test_a_second_deploy_while_one_runs_is_refused_naming_the_holder_whose_heart
         report = core.execute(plan, t, progress=on_progress)
     assert report.ok, {n: o.reason for n, o in report.outcomes.items()}
     me = f"another deploy holds lane cpu: {getpass.getuser()}@{socket.gethostname()} pid {os.getpid()} (bundle {b}"
-    for o in seen["second"]["workers"].values():
-        assert o["status"] == "failed" and o["reason"].startswith(me), o
+    second = seen["second"]["workers"]
+    assert second["slice-w0"]["status"] == "failed" and second["slice-w0"]["reason"].startswith(me), second
+    for name in ("slice-w1", "slice-w2"):  # refused at the lane's first worker, before touching these
+        o = second[name]
+        assert o["status"] == "failed" and o["reason"].startswith(
+            "not deployed: lane cpu could not be locked on every worker (slice-w0: " + me
+        ), o
     before, after = seen["heartbeats"]
     assert after > before  # refreshed by the first deploy's heartbeat thread while it waited
     assert small.active() == {w: b for w in small.h.workers}
