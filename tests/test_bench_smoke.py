@@ -29,7 +29,7 @@ RESULT_LINES = {
     "restart.py": ["solo (1 process", "single-writer (2 processes", "reused (yes)"],
 }
 # Benchmarks that bring their own setup: run with --smoke alone, when they exist.
-STANDALONE = ["cli_startup.py", "diagnose.py"]
+STANDALONE = ["cli_startup.py", "diagnose.py", "faults.py"]
 
 
 @pytest.fixture(scope="module")

@@ -174,11 +174,17 @@ def test_a_controller_killed_mid_deploy_leaves_no_orch_process_on_any_worker_wit
     assert took <= BOUND
     assert leftovers(small) == {}
     assert check_lane(small) == small_id(small, "small-a")  # the old bundle stays active everywhere
-    records = small.h.ssh(0, "cat", "/var/lib/orch/receipts/deploy/cpu.jsonl").stdout
-    for w in small.h.workers:
-        text = small.h.ssh(w, "cat", "/var/lib/orch/receipts/deploy/cpu.jsonl").stdout
-        records += text
-    assert '"event": "abandoned"' in records and "not renewed" in records
+    # The dead deploy's lock is left (its holder is gone); what ended early recorded why, under its token.
+    token = json.loads(small.h.ssh(0, "cat", "/var/lib/orch/lanes/cpu/deploy.lock", check=True).stdout)["token"]
+    records = [
+        json.loads(line)
+        for w in small.h.workers
+        for line in small.h.ssh(w, "cat", "/var/lib/orch/receipts/deploy/cpu.jsonl").stdout.splitlines()
+    ]
+    abandoned = [r for r in records if r.get("event") == "abandoned" and r.get("token") == token]
+    if helper == "hostside.deploy serve":  # the relay never ends by itself: only the lease ended it
+        assert [r["action"] for r in abandoned] == ["serve"] and "not renewed" in abandoned[0]["why"], abandoned
+    # (a small bundle's install may simply finish before the lease runs out; either way nothing is left)
     # A rerun from this host finds the dead deploy's lock dead at once and completes.
     doc = small.deploy("small-b")
     assert any(o["recovered_lock"] for o in doc["workers"].values())
