@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -202,6 +203,7 @@ WATCH_EVERY = 1.0
 
 _children: set[subprocess.Popen[str]] = set()
 _cleanups: list[Callable[[], None]] = []
+_abandoning = threading.Event()
 
 
 def run_child(argv: list[str], env: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -214,17 +216,14 @@ def run_child(argv: list[str], env: dict[str, Any]) -> subprocess.CompletedProce
         out, err = proc.communicate()
     finally:
         _children.discard(proc)
+    if _abandoning.is_set():
+        threading.Event().wait()  # killed by `abandon`, which ends this process
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def abandon(layout: Layout, req: dict[str, Any], action: str, why: str) -> None:
-    """End this process: the controller is gone. Kill children, clean up, leave a record."""
-    for proc in list(_children):
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    for cleanup in reversed(_cleanups):
-        with contextlib.suppress(Exception):
-            cleanup()
+    """End this process: the controller is gone. Record why, clean up, kill children, exit 3."""
+    _abandoning.set()  # a child killed below must not let the action carry on and exit 0 first
     record = {
         "event": "abandoned",
         "lane": req.get("lane"),
@@ -240,6 +239,12 @@ def abandon(layout: Layout, req: dict[str, Any], action: str, why: str) -> None:
         with open(path, "a") as fh:
             fh.write(json.dumps(record, sort_keys=True) + "\n")
     print(f"{action}: abandoned, {why}", file=sys.stderr)
+    for proc in list(_children):
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for cleanup in reversed(_cleanups):
+        with contextlib.suppress(Exception):
+            cleanup()
     os._exit(3)
 
 
