@@ -102,7 +102,7 @@ def clear(req: dict[str, Any]) -> dict[str, Any]:
     for bundle_id in _bundle_dirs(lane_dir):
         base = os.path.join(str(lane_dir), bundle_id)
         lease = _lease_view(os.path.join(base, LEASE_FILE), ttl)
-        if lease["state"] == "live":
+        if lease["state"] in ("live", "remote"):  # a remote holder is never judged stale by timestamps
             refused.append(
                 f"{base}: its writer is running: {describe_holder(lease.get('holder') or {})}, {lease['reason']}"
             )

@@ -1,10 +1,12 @@
 """The single writer's lease on a shared compilation cache (`<cache dir>/writer.lease`).
 
-A heartbeat lease (hostside.lease) naming its holder (worker, hostname, pid,
-run id, bundle). A live lease held by another process refuses a second
-writer (CacheRefusal); one whose holder is gone or whose heartbeat is older
-than the TTL is reclaimed. A daemon thread rewrites the heartbeat while the
-writer runs.
+A heartbeat lease (hostside.lease) naming its holder (worker, hostname,
+machine id, boot id, pid, run id, bundle). A live lease held by another
+process refuses a second writer (CacheRefusal); one whose holder is gone, or
+whose heartbeat did not change for the TTL, is reclaimed. A holder on another
+host is never judged by comparing its heartbeat's timestamp with this host's
+clock: the second writer watches the heartbeat for up to the TTL instead.
+A daemon thread rewrites the heartbeat while the writer runs.
 """
 
 from __future__ import annotations
@@ -30,26 +32,70 @@ class CacheRefusal(Exception):
 
 
 def judge_lease(
-    reading: lease.Reading, *, now: float, hostname: str, ttl: float, alive: Callable[..., bool] = procfs.alive
+    reading: lease.Reading,
+    *,
+    now: float,
+    hostname: str,
+    ttl: float,
+    alive: Callable[..., bool] = procfs.alive,
+    me: dict[str, str] | None = None,
 ) -> tuple[str, str]:
-    """("none" | "live" | "stale", why) for a writer lease as read.
+    """("none" | "live" | "stale" | "remote", why) for a writer lease as read.
 
-    On the holder's own host the holder's pid decides (a killed holder is
-    stale at once); elsewhere only the heartbeat can (hostside.lease.judge),
-    so a lease is stale when it has not been rewritten for `ttl` seconds. An
-    unreadable lease is stale.
+    On the holder's own host (same machine id and boot id; the hostname for a
+    lease that records neither) the holder's pid decides (a killed holder is
+    stale at once), then the heartbeat, written by the same clock that judges
+    it. A holder on another host is "remote": its heartbeat comes from another
+    clock, so no timestamp comparison may call it stale; only watching the
+    heartbeat change (`watch_remote`) can. An unreadable lease is stale.
     """
     if reading.state == "absent":
         return "none", "no writer lease"
     if reading.state == "held":
         holder = _holder_of(reading)
+        where = _where(holder, hostname, me if me is not None else procfs.host_identity())
+        if where == "earlier boot":
+            return "stale", f"its holder's host ({holder.get('hostname')}) has rebooted since"
+        if where == "remote":
+            return "remote", f"held from another host ({holder.get('hostname', '?')}): judged by watching its heartbeat"
         pid, start = holder.get("pid"), holder.get("starttime")
         pid = pid if isinstance(pid, int) else None
         start = start if isinstance(start, int) else None
-        if holder.get("hostname") == hostname and not alive(pid, start):
+        if not alive(pid, start):
             return "stale", f"its holder (pid {holder.get('pid')} on {hostname}) is gone"
     verdict = lease.judge(reading, now=now, ttl=ttl, unreadable="stale")
     return verdict.state, verdict.reason
+
+
+def _where(holder: dict[str, Any], hostname: str, me: dict[str, str]) -> str:
+    """ "here", "earlier boot" (this machine, rebooted since) or "remote", for a lease's holder."""
+    machine = holder.get("machine_id")
+    if isinstance(machine, str) and machine and me.get("machine_id"):
+        if machine != me["machine_id"]:
+            return "remote"
+        boot = holder.get("boot_id")
+        return "earlier boot" if isinstance(boot, str) and boot and boot != me.get("boot_id") else "here"
+    return "here" if holder.get("hostname") == hostname else "remote"
+
+
+def watch_remote(path: str, seen: lease.Reading, ttl: float, every: float) -> tuple[str, str, lease.Reading]:
+    """Watch a remote holder's lease until it shows itself live (its heartbeat changed) or stale (it did
+    not change for `ttl` seconds of this host's monotonic clock); also "none" or "changed" (another
+    lease replaced it). Returns the state, why, and the last reading."""
+    observer = lease.Observer(ttl)
+    observer.see(seen.heartbeat)
+    while True:
+        time.sleep(every)
+        current = lease.read(path, LEASE_FIELDS)
+        if current.state == "absent":
+            return "none", "released while watched", current
+        if current.state == "held" and current.token != seen.token:
+            return "changed", "another writer took it while watched", current
+        if current.state == "held" and current.heartbeat != seen.heartbeat:
+            return "live", "its heartbeat changed while watched (holder on another host)", current
+        if not observer.see(seen.heartbeat):
+            why = f"its heartbeat did not change for {observer.silent_for():.0f}s of watching (ttl {ttl:g}s)"
+            return "stale", why, current
 
 
 def _holder_of(reading: lease.Reading) -> dict[str, Any]:
@@ -108,6 +154,11 @@ class Lease:
             if current.state == "absent":
                 continue  # released in between
             state, why = judge_lease(current, now=time.time(), hostname=hostname, ttl=self.ttl)
+            if state == "remote":
+                state, why, watched = watch_remote(self.path, current, self.ttl, min(1.0, self.ttl / 4))
+                if state in ("none", "changed"):
+                    continue
+                current = watched
             if state == "live":
                 holder = _holder_of(current)
                 raise CacheRefusal(

@@ -7,7 +7,9 @@ activate, unlock, rollback, status. Each reads one JSON request on stdin and
 prints one JSON document. Nothing here switches a lane's active bundle until
 its environment is complete and verified; a failed install leaves no partial
 environment. Install and activate act only while the lane's deploy lock still
-carries the requester's token.
+carries the requester's token, and the long actions (receive, fetch, install)
+end themselves when the controller stops renewing that lock (see
+hostside.deploy_lock's controller lease).
 
 This module reads the request and dispatches; the actions live by concept in
 hostside.deploy_lock (begin, heartbeat, unlock), deploy_store (receive),
@@ -27,13 +29,13 @@ from hostside.deploy_install import install
 from hostside.deploy_lock import (
     LOCK_FIELDS,
     _heartbeat,
-    _heartbeating,
     _holder,
     _lane_mutex,
     _LockLost,
     _read_lock,
     _release,
     _require_lock,
+    _watched,
     begin,
     describe_holder,
     heartbeat,
@@ -45,17 +47,16 @@ from hostside.deploy_store import COMPLETE, MANIFEST, DeployFailure, receive
 __all__ = [
     "ACTIONS",
     "COMPLETE",
-    "HEARTBEAT_EVERY",
     "LOCK_FIELDS",
     "LONG_ACTIONS",
     "MANIFEST",
     "DeployFailure",
     "_LockLost",
     "_heartbeat",
-    "_heartbeating",
     "_holder",
     "_lane_mutex",
     "_read_lock",
+    "_watched",
     "_release",
     "_require_lock",
     "activate",
@@ -73,7 +74,6 @@ __all__ = [
     "unlock",
 ]
 
-HEARTBEAT_EVERY = 30.0  # seconds between heartbeats while a long action runs
 LONG_ACTIONS = ("receive", "fetch", "install")
 
 ACTIONS = {
@@ -102,12 +102,9 @@ def main(argv: list[str]) -> int:
                 _heartbeat(req)
             except OSError as exc:  # e.g. a full disk: the action itself says what is wrong
                 print(f"heartbeat failed: {exc}", file=sys.stderr)
-        beating = argv[0] in LONG_ACTIONS and "holder" in req
-        with (
-            _heartbeating(req, float(req.get("heartbeat_every", HEARTBEAT_EVERY)))
-            if beating
-            else contextlib.nullcontext()
-        ):
+        # A long action lives only while its controller keeps renewing the lock.
+        watched = argv[0] in LONG_ACTIONS and "holder" in req and "lane" in req
+        with _watched(req, argv[0]) if watched else contextlib.nullcontext():
             out = ACTIONS[argv[0]](req)
         ok = True
     except DeployFailure as exc:

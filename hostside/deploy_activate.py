@@ -9,8 +9,8 @@ import os
 import time
 from typing import Any
 
-from hostside import SCHEMA_VERSION
-from hostside.deploy_lock import _holder, _lane_mutex, _read_lock, _release, _require_lock
+from hostside import SCHEMA_VERSION, lease
+from hostside.deploy_lock import _holder, _lane_mutex, _read_lock, _release, _require_lock, describe_holder
 from hostside.deploy_store import MANIFEST, DeployFailure, _complete, _env_id
 from hostside.layout import Layout
 
@@ -62,9 +62,26 @@ def _append(path: str, record: dict[str, Any]) -> None:
 
 
 def rollback(req: dict[str, Any]) -> dict[str, Any]:
-    """Re-activate the previous bundle (and remember the current one as previous)."""
+    """Re-activate the previous bundle (and remember the current one as previous),
+    under the lane's mutex and only while the requester holds the lane's deploy
+    lock (which it then releases); without a holder, only while no deploy holds it."""
     layout = Layout(req["root"])
     lane = req["lane"]
+    with _lane_mutex(layout, lane):
+        if "holder" in req:
+            _require_lock(layout, req, "rolling back")
+        else:
+            reading = _read_lock(layout.deploy_lock(lane))
+            if reading.state != "absent":
+                held = describe_holder(_holder(reading))
+                raise DeployFailure(f"a deploy holds lane {lane} ({held}); not rolling back")
+        out = _rollback(layout, lane)
+        if "holder" in req:
+            _release(layout, req)
+    return out
+
+
+def _rollback(layout: Layout, lane: str) -> dict[str, Any]:
     current, previous = _env_id(layout, layout.active(lane)), _env_id(layout, layout.previous(lane))
     if not previous:
         raise DeployFailure(f"lane {lane} has no previous bundle to roll back to")
@@ -105,6 +122,10 @@ def status(req: dict[str, Any]) -> dict[str, Any]:
             "previous": _env_id(layout, layout.previous(lane)),
             "complete": active is not None and _complete(layout, active),
             "bundle": (manifest or {}).get("bundle"),
-            "lock": _holder(_read_lock(layout.deploy_lock(lane))),
+            "lock": _holder(reading := _read_lock(layout.deploy_lock(lane))),
+            # judged here, on this worker's clock, which also wrote the heartbeat
+            "lock_state": lease.judge(
+                reading, now=time.time(), ttl=float(req.get("stale_after", 300)), unreadable="age-by-mtime"
+            ).state,
         }
     return {"lanes": lanes}

@@ -1,6 +1,6 @@
 """Installing a bundle's environment on a worker: offline from the store with uv,
-hashes required, versions verified, then marked complete; a failed install
-leaves no partial environment.
+hashes required, versions verified, then marked complete and renamed into
+place; a failed install leaves no partial environment.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import zipfile
 from typing import Any
 
 from hostside import SCHEMA_VERSION
-from hostside.deploy_lock import _lane_mutex, _LockLost, _require_lock
+from hostside.deploy_lock import _cleanups, _lane_mutex, _require_lock, run_child
 from hostside.deploy_store import COMPLETE, MANIFEST, DeployFailure, _complete, _drop_corrupt
 from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
@@ -50,9 +50,11 @@ def _mkdirs(*parts: str) -> str:
 
 
 def install(req: dict[str, Any]) -> dict[str, Any]:
-    """Create the bundle's environment offline from the store (hashes required),
-    verify every distribution's version, then mark it complete. On any failure
-    the partial environment is removed."""
+    """Build the bundle's environment offline from the store (hashes required)
+    in a directory of this deploy's own, verify every distribution's version,
+    mark it complete, then rename it into place under the lane's lock. On any
+    failure only this deploy's build directory is removed: `envs/<id>` is
+    replaced only while the lock is ours, never deleted by a failure path."""
     layout = Layout(req["root"])
     bundle_id = req["bundle_id"]
     env = layout.env(bundle_id)
@@ -69,90 +71,108 @@ def install(req: dict[str, Any]) -> dict[str, Any]:
             f"corrupt wheel(s) in the store: {', '.join(corrupt)} (sha256 mismatch; "
             "removed, a re-run pushes them again)"
         )
-    links = _mkdirs(layout.root, "envs", f".{bundle_id}.links")
+    token = str(req["holder"]["token"])
+    envs = _mkdirs(layout.root, "envs")
+    build = os.path.join(envs, f".{bundle_id}.build-{token}")
+    links = os.path.join(envs, f".{bundle_id}.links-{token}")
+
+    def clean() -> None:
+        shutil.rmtree(build, ignore_errors=True)
+        shutil.rmtree(links, ignore_errors=True)
+
+    _cleanups.append(clean)  # also when the controller lease ends mid-build
     try:
-        if os.path.exists(env):
-            shutil.rmtree(env)  # an earlier install died half way
-        for w in req["wheels"]:
-            link = os.path.join(links, w["filename"])
-            if not os.path.lexists(link):
-                os.symlink(layout.wheel(w["sha256"], w["filename"]), link)
-        reqs = os.path.join(links, "requirements.txt")
-        with open(reqs, "w") as fh:
-            for w in req["wheels"]:
-                fh.write(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n")
-        uv = _uv(layout, req["uv"])
-        uv_env = dict(
-            os.environ,
-            UV_CACHE_DIR=os.path.join(layout.root, "uv-cache"),
-            UV_NO_CONFIG="1",
-            UV_PYTHON_DOWNLOADS="never",
-        )
-        _run(
-            [uv, "venv", "--quiet", "--python", req["python"], "--python-preference", "only-system", env],
-            uv_env,
-            "creating the environment",
-        )
-        _run(
-            [
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--offline",
-                "--no-index",
-                "--no-deps",
-                "--require-hashes",
-                "--find-links",
-                links,
-                "--python",
-                os.path.join(env, "bin", "python"),
-                "-r",
-                reqs,
-            ],
-            uv_env,
-            "installing the bundle's wheels",
-        )
-        installed = _installed_versions(os.path.join(env, "bin", "python"))
-        wrong = {
-            w["name"]: (w["version"], installed.get(w["name"]))
-            for w in req["wheels"]
-            if installed.get(w["name"]) != w["version"]
-        }
-        if wrong:
-            raise DeployFailure(
-                "installed versions differ from the lock: "
-                + ", ".join(f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items()))
-            )
+        clean()
+        os.makedirs(links)
+        _build(layout, req, build, links)
         with _lane_mutex(layout, req["lane"]):
-            _require_lock(layout, req, "marking the environment complete")
-        manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "bundle_id": bundle_id,
-            "bundle": req["bundle"],
-            "python": req["python"],
-            "lock_digest": req.get("lock_digest"),
-            "distributions": {w["name"]: w["version"] for w in req["wheels"]},
-            "installed_at": time.time(),
-        }
-        _write_atomic(os.path.join(env, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
-        _write_atomic(os.path.join(env, COMPLETE), "")
-    except _LockLost:
-        raise  # the deploy that took the lock may be building this environment now: leave it
+            _require_lock(layout, req, "putting the environment in place")
+            if _complete(layout, bundle_id):
+                pass  # built meanwhile under an earlier lock of ours: keep it
+            else:
+                if os.path.lexists(env):
+                    shutil.rmtree(env)  # left half built by an older orch; the lock is ours
+                os.rename(build, env)
     except BaseException as exc:
-        shutil.rmtree(env, ignore_errors=True)
         if isinstance(exc, OSError) and exc.errno == 28:
+            clean()
             raise DeployFailure(
                 f"no space left on device under {layout.root} ({shutil.disk_usage(layout.root).free // 2**20} MiB free)"
             ) from None
         raise
     finally:
-        shutil.rmtree(links, ignore_errors=True)
+        clean()
+        _cleanups.remove(clean)
     return {"installed": True, "env": env, "elapsed": round(time.monotonic() - start, 3)}
 
 
+def _build(layout: Layout, req: dict[str, Any], build: str, links: str) -> None:
+    """A complete, verified environment at `build` (relocatable, so it can be renamed)."""
+    for w in req["wheels"]:
+        os.symlink(layout.wheel(w["sha256"], w["filename"]), os.path.join(links, w["filename"]))
+    reqs = os.path.join(links, "requirements.txt")
+    with open(reqs, "w") as fh:
+        for w in req["wheels"]:
+            fh.write(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n")
+    uv = _uv(layout, req["uv"])
+    uv_env = dict(
+        os.environ,
+        UV_CACHE_DIR=os.path.join(layout.root, "uv-cache"),
+        UV_NO_CONFIG="1",
+        UV_PYTHON_DOWNLOADS="never",
+    )
+    _run(
+        [uv, "venv", "--quiet", "--relocatable", "--python", req["python"], "--python-preference", "only-system"]
+        + [build],
+        uv_env,
+        "creating the environment",
+    )
+    _run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--offline",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "--find-links",
+            links,
+            "--python",
+            os.path.join(build, "bin", "python"),
+            "-r",
+            reqs,
+        ],
+        uv_env,
+        "installing the bundle's wheels",
+    )
+    installed = _installed_versions(os.path.join(build, "bin", "python"))
+    wrong = {
+        w["name"]: (w["version"], installed.get(w["name"]))
+        for w in req["wheels"]
+        if installed.get(w["name"]) != w["version"]
+    }
+    if wrong:
+        raise DeployFailure(
+            "installed versions differ from the lock: "
+            + ", ".join(f"{n} {got or 'missing'} (lock {want})" for n, (want, got) in sorted(wrong.items()))
+        )
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "bundle_id": req["bundle_id"],
+        "bundle": req["bundle"],
+        "python": req["python"],
+        "lock_digest": req.get("lock_digest"),
+        "distributions": {w["name"]: w["version"] for w in req["wheels"]},
+        "installed_at": time.time(),
+    }
+    _write_atomic(os.path.join(build, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+    _write_atomic(os.path.join(build, COMPLETE), "")
+
+
 def _run(argv: list[str], env: dict[str, Any], what: str) -> None:
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    proc = run_child(argv, env)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
         text = " | ".join(tail)

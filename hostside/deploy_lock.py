@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hostside import lease
@@ -60,8 +63,15 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
         return "no deploy holds it now"
     if "token" not in holder:
         return f"held by an {holder.get('holder', 'unknown holder')}"
+    return f"held by {holder_name(holder)}"
+
+
+def holder_name(holder: dict[str, Any]) -> str:
+    """`user@host pid N (bundle B)`: the holder of a lock, as people read it."""
+    if "token" not in holder:
+        return str(holder.get("holder", "an unknown holder"))
     return (
-        f"held by {holder.get('user', '?')}@{holder.get('controller', '?')} pid {holder.get('pid', '?')} "
+        f"{holder.get('user', '?')}@{holder.get('controller', '?')} pid {holder.get('pid', '?')} "
         f"(bundle {holder.get('bundle_id', '?')})"
     )
 
@@ -85,8 +95,9 @@ def _require_lock(layout: Layout, req: dict[str, Any], step: str) -> None:
 
 
 def begin(req: dict[str, Any]) -> dict[str, Any]:
-    """Check the lane: refuse if another deploy holds it, say `unchanged` if
-    the bundle is already active, else take the lock and list missing wheels."""
+    """Check the lane: refuse if another deploy holds it, else take the lock and
+    say `unchanged` if the bundle is already active, or list missing wheels
+    (`lock_only`: just take the lock, as a rollback does)."""
     layout = Layout(req["root"])
     with _lane_mutex(layout, req["lane"]):
         return _begin(layout, req)
@@ -106,12 +117,18 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         recovered = _holder(reading)
         lease.remove_stale(lock_path, LOCK_FIELDS, reading, str(os.getpid()))
     active = _env_id(layout, layout.active(lane))
-    if active == bundle_id and _complete(layout, bundle_id):
-        return {"state": "unchanged", "active": active, "recovered_lock": recovered}
+    # The lock is taken even when nothing changes here: a lane is locked on all
+    # its workers or on none, so a racing deploy is refused at the first one.
     if not lease.create(lock_path, dict(req["holder"], heartbeat=now)):  # only an older hostside, without the mutex
         return {"state": "locked", "holder": _holder(_read_lock(lock_path)), "heartbeat_age": 0.0}
+    if req.get("lock_only"):
+        return {"state": "locked-by-us", "active": active, "recovered_lock": recovered}
+    if active == bundle_id and _complete(layout, bundle_id):
+        return {"state": "unchanged", "active": active, "recovered_lock": recovered}
+    swept = _sweep_incoming(layout, float(req.get("stale_after", 300)))
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {
+        "swept": swept,
         "state": "locked-by-us",
         "active": active,
         "missing": missing,
@@ -119,6 +136,27 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         "env_complete": _complete(layout, bundle_id),
         "disk_free_bytes": shutil.disk_usage(req["root"]).free,
     }
+
+
+def _sweep_incoming(layout: Layout, idle: float) -> list[str]:
+    """Remove partial uploads and downloads no one has written for `idle` seconds (their deploy died;
+    a live transfer keeps its file's mtime fresh). Judged by this worker's clock, which wrote the mtimes."""
+    incoming = os.path.join(layout.store, ".incoming")
+    swept: list[str] = []
+    try:
+        names = os.listdir(incoming)
+    except OSError:
+        return swept
+    now = time.time()
+    for name in names:
+        path = os.path.join(incoming, name)
+        try:
+            if now - os.lstat(path).st_mtime > idle:
+                os.unlink(path)
+                swept.append(name)
+        except OSError:
+            pass
+    return swept
 
 
 def unlock(req: dict[str, Any]) -> dict[str, Any]:
@@ -151,23 +189,78 @@ def _heartbeat(req: dict[str, Any]) -> dict[str, Any]:
     return {"refreshed": False, "holder": _holder(reading)}
 
 
+# -- the controller lease --------------------------------------------------------
+#
+# Only the controller renews a deploy's lock (its `heartbeat` calls, every few
+# seconds). A long action on the worker watches that the heartbeat keeps
+# changing, on this host's monotonic clock; when it stops (the controller was
+# killed, its network is gone) or the lock is no longer ours, the action ends
+# itself within CONTROLLER_LEASE_TTL plus one poll: it kills what it started,
+# removes its temporary files and records why in the lane's deploy receipts.
+
+CONTROLLER_LEASE_TTL = lease.CONTROLLER_LEASE_TTL  # seconds without a renewal before a worker gives up
+WATCH_EVERY = 1.0
+
+_children: set[subprocess.Popen[str]] = set()
+_cleanups: list[Callable[[], None]] = []
+_abandoning = threading.Event()
+
+
+def run_child(argv: list[str], env: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """subprocess.run in its own process group, killed with us when the controller lease ends."""
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    _children.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        _children.discard(proc)
+    if _abandoning.is_set():
+        threading.Event().wait()  # killed by `abandon`, which ends this process
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def abandon(layout: Layout, req: dict[str, Any], action: str, why: str) -> None:
+    """End this process: the controller is gone. Record why, clean up, kill children, exit 3."""
+    _abandoning.set()  # a child killed below must not let the action carry on and exit 0 first
+    record = {
+        "event": "abandoned",
+        "lane": req.get("lane"),
+        "action": action,
+        "bundle_id": req.get("bundle_id"),
+        "token": (req.get("holder") or {}).get("token"),
+        "why": why,
+        "time": time.time(),
+    }
+    with contextlib.suppress(OSError):
+        path = layout.deploy_receipts(req["lane"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
+    print(f"{action}: abandoned, {why}", file=sys.stderr)
+    for proc in list(_children):
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for cleanup in reversed(_cleanups):
+        with contextlib.suppress(Exception):
+            cleanup()
+    os._exit(3)
+
+
 @contextlib.contextmanager
-def _heartbeating(req: dict[str, Any], every: float) -> Iterator[None]:
-    """Refresh the heartbeat from a daemon thread every `every` seconds while the
-    body runs: one install or download can outlast the stale-lock timeout."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every):
-            try:
-                _heartbeat(req)
-            except Exception as exc:  # a missed beat is retried; it must not break the action
-                print(f"heartbeat failed: {exc}", file=sys.stderr)
-
-    thread = threading.Thread(target=beat, name="deploy-heartbeat", daemon=True)
-    thread.start()
+def _watched(req: dict[str, Any], action: str, ttl: float = CONTROLLER_LEASE_TTL) -> Iterator[None]:
+    """Run the body while the controller keeps renewing our lock; `abandon` otherwise."""
+    layout = Layout(req["root"])
+    stop = lease.watch(
+        layout.deploy_lock(req["lane"]),
+        LOCK_FIELDS,
+        str(req["holder"].get("token")),
+        ttl=ttl,
+        every=WATCH_EVERY,
+        on_lost=lambda why: abandon(layout, req, action, why),
+    )
     try:
         yield
     finally:
         stop.set()
-        thread.join(timeout=10)

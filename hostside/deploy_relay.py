@@ -12,6 +12,8 @@ import socket
 import tempfile
 from typing import Any
 
+from hostside import lease
+from hostside.deploy_lock import CONTROLLER_LEASE_TTL, LOCK_FIELDS, WATCH_EVERY, abandon
 from hostside.deploy_store import DeployFailure
 from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
@@ -19,7 +21,8 @@ from hostside.layout import Layout
 
 def serve(req: dict[str, Any]) -> dict[str, Any]:
     """Start a short-lived HTTP server over the store for the other workers
-    (detached; it exits by itself after `lifetime` seconds or on stop-serve)."""
+    (detached; it exits on stop-serve, when the deploy's lock here is released
+    or stops being renewed by its controller, and after `lifetime` seconds at most)."""
     layout = Layout(req["root"])
     token = req["token"]
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -36,9 +39,28 @@ def serve(req: dict[str, Any]) -> dict[str, Any]:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    signal.alarm(int(req.get("lifetime", 900)))
+    signal.alarm(int(req.get("lifetime", 900)))  # a cap; the controller lease ends it far sooner
+    if "holder" in req and "lane" in req:
+        # Serve only while the deploy's controller keeps renewing its lock here.
+        lease.watch(
+            layout.deploy_lock(req["lane"]),
+            LOCK_FIELDS,
+            str(req["holder"].get("token")),
+            ttl=float(req.get("lease_ttl", CONTROLLER_LEASE_TTL)),
+            every=WATCH_EVERY,
+            on_lost=lambda why: _stop_serving(layout, req, why),
+        )
     _serve_forever(sock, layout.store, token)
     os._exit(0)
+
+
+def _stop_serving(layout: Layout, req: dict[str, Any], why: str) -> None:
+    """The deploy is over or its controller is gone: record why, drop the pid file and exit."""
+    try:
+        os.unlink(os.path.join(layout.root, "serve", f"{req['token']}.pid"))
+    except OSError:
+        pass
+    abandon(layout, req, "serve", why)
 
 
 def _serve_forever(sock: socket.socket, store: str, token: str) -> None:

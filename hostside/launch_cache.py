@@ -245,6 +245,7 @@ def init(doc: dict[str, Any], rec: RecordLike) -> dict[str, Any]:
         holder = {
             "worker": doc["worker"],
             "hostname": socket.gethostname(),
+            **procfs.host_identity(),
             "pid": os.getpid(),
             "starttime": _own_starttime(),
             "run_id": doc["run_id"],

@@ -1,6 +1,8 @@
 """Act on one worker's part of a run: `python3 -m hostside.launch_ctl VERB RUN_DIR [...]`.
 
-    release RUN_DIR --at T        start the user code at wall-clock instant T
+    release RUN_DIR --in D        start the user code D seconds (at most RELEASE_CAP) after this arrives
+    release RUN_DIR --at T        the same at this worker's wall-clock instant T (by hand only)
+    renew RUN_DIR                 renew the controller lease a launcher waiting for its release watches
     stop RUN_DIR [--grace S] [--reason R]
                                   TERM every process of the run, KILL after S
     status RUN_DIR                pid file, phase, exit status, live processes
@@ -21,6 +23,7 @@ from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside import launch_proc as lp
+from hostside.rundir import CONTROLLER_LEASE_FILE
 
 
 def _files(run_dir: str) -> dict[str, Any]:
@@ -32,9 +35,25 @@ def _files(run_dir: str) -> dict[str, Any]:
     }
 
 
+RELEASE_CAP = 10.0  # seconds: a release never asks a launcher to wait longer than this
+
+
 def release(run_dir: str, at: float) -> dict[str, Any]:
     lp.write_json_atomic(os.path.join(run_dir, lp.RELEASE_FILE), {"release_at": at, "written_at": time.time()})
     return {"ok": True, "release_at": at}
+
+
+def release_in(run_dir: str, delay: float) -> dict[str, Any]:
+    """Release `delay` seconds after this message arrived, capped, on this worker's clock alone:
+    no decision compares the controller's clock with this one."""
+    return release(run_dir, time.time() + min(max(delay, 0.0), RELEASE_CAP))
+
+
+def renew(run_dir: str) -> dict[str, Any]:
+    """The controller is alive: a launcher before its release judges this by seeing the value change."""
+    os.makedirs(run_dir, exist_ok=True)
+    lp.write_json_atomic(os.path.join(run_dir, CONTROLLER_LEASE_FILE), {"renewed": time.time()})
+    return {"ok": True}
 
 
 def stop(run_dir: str, grace: float, reason: str) -> dict[str, Any]:
@@ -107,9 +126,10 @@ def collect(run_dir: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="hostside.launch_ctl")
-    parser.add_argument("verb", choices=("release", "stop", "status", "collect", "log"))
+    parser.add_argument("verb", choices=("release", "renew", "stop", "status", "collect", "log"))
     parser.add_argument("run_dir")
     parser.add_argument("--at", type=float)
+    parser.add_argument("--in", dest="delay", type=float)
     parser.add_argument("--grace", type=float, default=5.0)
     parser.add_argument("--reason", default="orch stop")
     parser.add_argument("--tail", type=int)
@@ -126,8 +146,12 @@ def main(argv: list[str]) -> int:
             data = b"\n".join(data.rstrip(b"\n").split(b"\n")[-args.tail :]) + b"\n"
         sys.stdout.buffer.write(data)
         return 0
-    if args.verb == "release":
+    if args.verb == "release" and args.delay is not None:
+        result = release_in(args.run_dir, args.delay)
+    elif args.verb == "release":
         result = release(args.run_dir, args.at if args.at is not None else time.time())
+    elif args.verb == "renew":
+        result = renew(args.run_dir)
     elif args.verb == "stop":
         result = stop(args.run_dir, args.grace, args.reason)
     elif args.verb == "status":

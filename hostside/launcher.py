@@ -46,12 +46,14 @@ import time
 import traceback
 from typing import Any
 
-from hostside import SCHEMA_VERSION, receipt_facts, redact
+from hostside import SCHEMA_VERSION, lease, receipt_facts, redact
 from hostside import launch_proc as lp
 from hostside.folklore import FOLKLORE_VARS as FOLKLORE
 from hostside.frontends import MODULES as FRONTEND_MODULES
+from hostside.rundir import CONTROLLER_LEASE_FILE
 
 RELEASE_POLL = 0.005
+RELEASE_CAP = 10.0  # seconds: never wait longer than this for a release instant
 
 
 class Refusal(Exception):
@@ -231,6 +233,9 @@ def wait_for_release(doc: dict[str, Any], rec: Record) -> None:
     deadline = time.monotonic() + float(doc.get("ready_timeout", 600))
     release_path = os.path.join(run_dir, lp.RELEASE_FILE)
     stop_path = os.path.join(run_dir, lp.STOP_FILE)
+    # The controller renews its lease here until the release; judged by seeing it change.
+    controller = lease.Observer(lease.CONTROLLER_LEASE_TTL)
+    lease_path, lease_checked = os.path.join(run_dir, CONTROLLER_LEASE_FILE), 0.0
     while True:
         release = lp.read_json(release_path)
         if release:
@@ -242,11 +247,18 @@ def wait_for_release(doc: dict[str, Any], rec: Record) -> None:
             raise Refusal(
                 f"never released: no start signal within {doc.get('ready_timeout', 600)}s (the controller is gone?)"
             )
+        if time.monotonic() - lease_checked >= 0.5:
+            lease_checked = time.monotonic()
+            if not controller.see(lp.read_json(lease_path)):
+                raise Refusal(
+                    f"the controller stopped renewing its lease {controller.silent_for():.0f}s before the release "
+                    f"(bound {lease.CONTROLLER_LEASE_TTL:g}s): it was killed or cannot reach this worker"
+                )
         time.sleep(RELEASE_POLL)
     release_at = float(release.get("release_at") or time.time())
-    delay = release_at - time.time()
+    delay = release_at - time.time()  # release_at is this worker's own clock (launch_ctl release)
     if delay > 0:
-        time.sleep(delay)
+        time.sleep(min(delay, RELEASE_CAP))
     rec.data["release_at"] = release_at
     rec.data["released_at"] = time.time()
     rec.step("wait-release", "done", t0, "released together with every worker of the run")

@@ -23,12 +23,24 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hostside import files
 
 MODE = 0o644  # readable by other users' status commands; only the holder writes it
+
+# The controller lease: every helper orch leaves running on a worker while its
+# controller works (a deploy's long actions and wheel relay, a launcher waiting
+# for its release) ends itself when the controller has not renewed its lease for
+# CONTROLLER_LEASE_TTL seconds of the worker's own monotonic clock. The
+# controller renews every CONTROLLER_RENEW_EVERY seconds. docs/reliability.md
+# documents the resulting bound (30 s).
+CONTROLLER_LEASE_TTL = 20.0
+CONTROLLER_RENEW_EVERY = 5.0
 
 
 @dataclass(frozen=True)
@@ -200,3 +212,59 @@ def remove_stale(path: str, fields: Fields, seen: Reading, tag: str) -> bool:
         return False
     os.unlink(aside)
     return True
+
+
+class Observer:
+    """Judges a lease from changes the reader itself observed, on its own monotonic clock.
+
+    The heartbeat value is compared only with earlier values of itself, never
+    with this host's clock: a holder on another host with a skewed clock is
+    judged exactly as one here. The lease is live while its heartbeat changed
+    within the last `ttl` seconds of the reader's watching (and from the first
+    sighting, for `ttl` seconds: a reader that just arrived gives the holder a
+    full ttl to show it renews)."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic):
+        self.ttl, self.clock = ttl, clock
+        self.last: object = _UNSEEN
+        self.changed_at = clock()
+
+    def see(self, value: object) -> bool:
+        """Record one reading of the heartbeat; True while the lease is live."""
+        now = self.clock()
+        if value != self.last:
+            self.last, self.changed_at = value, now
+        return now - self.changed_at <= self.ttl
+
+    def silent_for(self) -> float:
+        """Seconds since the heartbeat last changed (or since the first reading)."""
+        return self.clock() - self.changed_at
+
+
+_UNSEEN = object()
+
+
+def watch(
+    path: str, fields: Fields, token: str, *, ttl: float, every: float, on_lost: Callable[[str], None]
+) -> threading.Event:
+    """Watch `token`'s lease at `path` from a daemon thread; call `on_lost(why)` once, when
+    it is released, taken by another token, or its heartbeat has not changed for `ttl`
+    seconds of this reader's monotonic clock. Set the returned event to stop watching."""
+    stop = threading.Event()
+    observer = Observer(ttl)
+
+    def loop() -> None:
+        while not stop.wait(every):
+            reading = read(path, fields)
+            if reading.state == "absent" or (reading.state == "held" and reading.token != token):
+                why = "released" if reading.state == "absent" else "taken by another holder"
+                on_lost(f"the lease at {path} was {why}")
+                return
+            # An unreadable file (torn by a full disk) is no renewal: it only ages.
+            beat = reading.heartbeat if reading.state == "held" else observer.last
+            if not observer.see(beat):
+                on_lost(f"the lease at {path} was not renewed for {observer.silent_for():.0f}s (bound {ttl:g}s)")
+                return
+
+    threading.Thread(target=loop, name="lease-watch", daemon=True).start()
+    return stop

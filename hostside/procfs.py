@@ -272,3 +272,23 @@ def device_holders() -> DeviceScan:
         if held:
             holders[pid] = held
     return DeviceScan(holders=holders, uninspected=hidden)
+
+
+def host_identity() -> dict[str, str]:
+    """This host's machine id and boot id: with a pid and a user, who a process is across hosts and reboots.
+
+    Hostnames repeat (two laptops called `vm`); the machine id does not, and
+    the boot id changes at every boot, so a holder recorded under another boot
+    id is gone. Either is '' where the file cannot be read."""
+
+    def first_line(path: str) -> str:
+        try:
+            with open(path) as fh:
+                return fh.readline().strip()
+        except OSError:
+            return ""
+
+    return {
+        "machine_id": first_line("/etc/machine-id") or first_line("/var/lib/dbus/machine-id"),
+        "boot_id": first_line("/proc/sys/kernel/random/boot_id"),
+    }

@@ -18,6 +18,7 @@ STREAMS_DIR = "streams"
 RECORD_FILE = "record.json"
 READY_FILE = "ready"
 RELEASE_FILE = "release"
+CONTROLLER_LEASE_FILE = "controller.lease"  # renewed by the controller until the release
 STOP_FILE = "stop"
 EXIT_FILE = "exit.json"
 SUPERVISOR_LOG = "supervisor.log"

@@ -197,7 +197,7 @@ def lease_doc(pid: int, *, host: str = HOST, beat: float | None = None, starttim
     }
 
 
-def test_a_lease_is_judged_by_its_holder_pid_on_its_own_host_and_by_the_heartbeat_elsewhere():
+def test_a_lease_is_judged_by_its_holder_pid_on_its_own_host_and_never_by_another_hosts_timestamp():
     now = 1000.0
     alive = {10: True, 11: False}.get
 
@@ -208,8 +208,10 @@ def test_a_lease_is_judged_by_its_holder_pid_on_its_own_host_and_by_the_heartbea
     assert judge(None) == ("none", "no writer lease")
     assert judge(lease_doc(10, host="h0", beat=999.0))[0] == "live"
     assert judge(lease_doc(11, host="h0", beat=999.0)) == ("stale", "its holder (pid 11 on h0) is gone")
-    assert judge(lease_doc(11, host="h1", beat=990.0))[0] == "live"  # another host: only the heartbeat counts
-    assert judge(lease_doc(11, host="h1", beat=900.0)) == ("stale", "its heartbeat expired 100s ago (ttl 20s)")
+    # another host: its heartbeat's timestamp is another clock's, never compared with ours
+    assert judge(lease_doc(11, host="h1", beat=990.0))[0] == "remote"
+    assert judge(lease_doc(11, host="h1", beat=900.0))[0] == "remote"
+    assert judge(lease_doc(10, host="h0", beat=900.0)) == ("stale", "its heartbeat expired 100s ago (ttl 20s)")
     assert judge({"holder": {}})[0] == "stale"  # no heartbeat: unreadable, so stale
     assert judge({"holder": {"hostname": "h0", "pid": "10"}, "heartbeat_at": 999.0})[0] == "stale"  # a pid not a number
 
@@ -270,15 +272,35 @@ def test_a_lease_whose_holder_is_gone_is_reclaimed_and_says_from_whom(tmp_path):
     assert not path.exists() and lease.state == "released"
 
 
-def test_a_lease_from_another_host_is_reclaimed_only_after_its_heartbeat_expired(tmp_path):
+def test_a_lease_from_another_host_is_judged_by_watching_its_heartbeat_whatever_its_clock_says(tmp_path):
     path = tmp_path / "writer.lease"
-    path.write_text(json.dumps(lease_doc(1, host="elsewhere", beat=time.time() - 5)))
-    with pytest.raises(lc.CacheRefusal):
-        lc.Lease(str(path), holder("run-b"), ttl=20, interval=1).acquire()
-    path.write_text(json.dumps(lease_doc(1, host="elsewhere", beat=time.time() - 60)))
-    lease = lc.Lease(str(path), holder("run-b"), ttl=20, interval=1)
+    # A writer on a host whose clock is an hour behind: its heartbeat looks ancient, but it beats.
+    path.write_text(json.dumps(lease_doc(1, host="elsewhere", beat=time.time() - 3600)))
+    stop = threading.Event()
+
+    def beat() -> None:
+        n = 0
+        while not stop.wait(0.1):
+            n += 1
+            tmp = path.with_name(".beat")
+            tmp.write_text(json.dumps(lease_doc(1, host="elsewhere", beat=time.time() - 3600 + n)))
+            tmp.replace(path)
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        with pytest.raises(lc.CacheRefusal, match="heartbeat changed while watched"):
+            lc.Lease(str(path), holder("run-b"), ttl=2, interval=1).acquire()
+    finally:
+        stop.set()
+        beating.join()
+    # A writer on a host whose clock is an hour ahead, which stopped: reclaimed after ttl of silence, not before.
+    path.write_text(json.dumps(lease_doc(1, host="elsewhere", beat=time.time() + 3600)))
+    lease = lc.Lease(str(path), holder("run-b"), ttl=1, interval=1)
+    t0 = time.monotonic()
     lease.acquire()
-    assert lease.reclaimed_from["reason"].startswith("its heartbeat expired 60s ago")
+    assert time.monotonic() - t0 >= 1
+    assert lease.reclaimed_from["reason"].startswith("its heartbeat did not change for")
     lease.release()
 
 

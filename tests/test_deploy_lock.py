@@ -4,6 +4,7 @@ controller logic runs against a fake transport."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -15,9 +16,12 @@ from pathlib import Path
 
 import pytest
 from fakes import worker
+from waiting import wait_for
 
 from hostside import deploy as hd
+from hostside import lease
 from hostside.layout import Layout
+from hostside.procfs import host_identity
 from orchestrator import deploy as core
 from orchestrator.bundle import CachedWheel
 from orchestrator.deploy import lane_lock
@@ -46,7 +50,9 @@ def lock_path(root: Path) -> Path:
 def hold(root: Path, holder: dict, heartbeat: float) -> None:
     path = lock_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(holder, heartbeat=heartbeat)))
+    tmp = path.with_name(".hold")
+    tmp.write_text(json.dumps(dict(holder, heartbeat=heartbeat)))
+    tmp.replace(path)  # whole, as the worker writes it
 
 
 def read(root: Path) -> dict:
@@ -103,6 +109,88 @@ def test_an_unreadable_lock_file_older_than_stale_after_is_recovered(tmp_path):
     os.utime(lock_path(tmp_path), (old, old))
     doc = hd.begin(request(tmp_path))
     assert doc["state"] == "locked-by-us" and doc["recovered_lock"]["holder"] == "unreadable lock file"
+
+
+@pytest.mark.parametrize(
+    "content", ["null", "[]", '{"token": "t", "heartbeat": "soon"}', '{"token": 7, "heartbeat": 1}']
+)
+def test_a_damaged_lock_file_is_never_locked_forever_nor_a_crash(tmp_path, content):
+    lock_path(tmp_path).parent.mkdir(parents=True)
+    lock_path(tmp_path).write_text(content)
+    fresh = hd.begin(request(tmp_path))
+    assert fresh["state"] == "locked" and fresh["holder"]["holder"] == "unreadable lock file"
+    assert fresh["holder"]["reason"]  # says what is wrong with it
+    old = time.time() - 400
+    os.utime(lock_path(tmp_path), (old, old))
+    doc = hd.begin(request(tmp_path))
+    assert doc["state"] == "locked-by-us" and doc["recovered_lock"]["holder"] == "unreadable lock file"
+
+
+def test_the_controller_names_a_damaged_lock_file_and_when_it_counts_as_stale(tmp_path, scripted_transport):
+    plan = plan_with(1, [])
+    plan = dataclasses.replace(plan, uv=on_disk(tmp_path, wheel("uv", 1)))
+    fake = scripted_transport(plan.workers)
+    damaged = {"holder": "unreadable lock file", "reason": "a JSON NoneType, not an object", "heartbeat": 1.0}
+    fake.expect_job(
+        "w0", "deploy", ["begin"], answer={"ok": True, "state": "locked", "holder": damaged, "heartbeat_age": 100.0}
+    )
+    report = core.execute(plan, fake)
+    assert report.outcomes["w0"].reason == (
+        "lane cpu's deploy lock file is damaged (a JSON NoneType, not an object); it counts as stale 200s from now, "
+        "or remove /var/lib/orch/lanes/cpu/deploy.lock if no deploy runs"
+    )
+
+
+def test_begin_takes_the_lock_even_where_the_bundle_is_already_active(tmp_path):
+    make_env(tmp_path, "new")
+    (tmp_path / "lanes" / "cpu").mkdir(parents=True, exist_ok=True)
+    os.symlink("../../envs/new", tmp_path / "lanes" / "cpu" / "active")
+    assert hd.begin(request(tmp_path))["state"] == "unchanged"
+    assert read(tmp_path)["token"] == OURS["token"]  # all or nothing: a racing deploy is refused here too
+    assert hd.begin(request(tmp_path, holder=THEIRS))["state"] == "locked"
+
+
+def test_rollback_waits_for_no_deploy_and_releases_the_lock_it_was_given(tmp_path):
+    for bid in ("old", "new"):
+        make_env(tmp_path, bid)
+    lane = tmp_path / "lanes" / "cpu"
+    lane.mkdir(parents=True)
+    os.symlink("../../envs/new", lane / "active")
+    os.symlink("../../envs/old", lane / "previous")
+    hold(tmp_path, THEIRS, time.time())
+    with pytest.raises(hd.DeployFailure, match="this deploy no longer holds lane cpu's deploy lock"):
+        hd.rollback(request(tmp_path))
+    with pytest.raises(hd.DeployFailure, match="a deploy holds lane cpu .held by alice@ops-laptop pid 4242"):
+        hd.rollback({"root": str(tmp_path), "lane": "cpu"})
+    assert active(tmp_path) == "new"
+    hold(tmp_path, OURS, time.time())
+    assert hd.rollback(request(tmp_path)) == {"active": "old", "previous": "new"}
+    assert active(tmp_path) == "old" and not lock_path(tmp_path).exists()
+
+
+def test_status_says_whether_a_lock_is_stale_and_bundle_status_calls_it_holder_gone(tmp_path):
+    from orchestrator.cli.bundle_cmd import lock_note
+
+    hold(tmp_path, THEIRS, time.time() - 1000)
+    info = hd.status({"root": str(tmp_path), "lanes": ["cpu"]})["lanes"]["cpu"]
+    assert info["lock_state"] == "stale"
+    assert lock_note(info) == (
+        "stale deploy lock (holder gone): alice@ops-laptop pid 4242 (bundle feedface); the next deploy takes it over"
+    )
+    hold(tmp_path, THEIRS, time.time())
+    info = hd.status({"root": str(tmp_path), "lanes": ["cpu"]})["lanes"]["cpu"]
+    assert lock_note(info) == "deploy in progress by alice@ops-laptop pid 4242 (bundle feedface)"
+
+
+def test_begin_sweeps_partial_uploads_left_by_a_dead_deploy_and_keeps_live_ones(tmp_path):
+    incoming = tmp_path / "store" / "sha256" / ".incoming"
+    incoming.mkdir(parents=True)
+    (incoming / "dead.0a0b.part").write_text("x")
+    old = time.time() - 3600
+    os.utime(incoming / "dead.0a0b.part", (old, old))
+    (incoming / "live.0c0d.part").write_text("x")
+    assert hd.begin(request(tmp_path))["swept"] == ["dead.0a0b.part"]
+    assert [p.name for p in incoming.iterdir()] == ["live.0c0d.part"]
 
 
 def test_concurrent_begins_let_exactly_one_deploy_take_the_lane(tmp_path):
@@ -177,32 +265,89 @@ def test_heartbeat_after_unlock_does_not_bring_the_lock_back(tmp_path):
 # -- keeping it fresh ---------------------------------------------------------
 
 
-def test_the_heartbeat_thread_keeps_the_lock_fresh_while_an_action_runs(tmp_path):
+def test_a_watcher_calls_lost_once_the_controller_stops_renewing_and_not_while_it_renews(tmp_path):
     hold(tmp_path, OURS, 1000.0)
-    beats = []
-    with hd._heartbeating(request(tmp_path), every=0.02):
-        deadline = time.monotonic() + 5
-        while len(set(beats)) < 3 and time.monotonic() < deadline:
-            beats.append(read(tmp_path)["heartbeat"])
-            time.sleep(0.01)
-    assert len({b for b in beats if b > 1000.0}) >= 2
+    lost: list[str] = []
+    stop = lease.watch(
+        str(lock_path(tmp_path)), hd.LOCK_FIELDS, OURS["token"], ttl=0.5, every=0.05, on_lost=lost.append
+    )
+    renewed_until = time.monotonic() + 1.0
+    beat = 1000.0
+    while time.monotonic() < renewed_until:  # the controller renews: never lost
+        beat += 1
+        hold(tmp_path, OURS, beat)
+        time.sleep(0.1)
+    assert lost == []
+    wait_for(lambda: lost, 10, "the watcher to give up on a silent controller")
+    stop.set()
+    assert "was not renewed" in lost[0] and len(lost) == 1
+
+
+def test_a_watcher_calls_lost_when_the_lock_is_released_or_taken(tmp_path):
+    for after in (None, THEIRS):
+        hold(tmp_path, OURS, 1000.0)
+        lost: list[str] = []
+        lease.watch(str(lock_path(tmp_path)), hd.LOCK_FIELDS, OURS["token"], ttl=60, every=0.02, on_lost=lost.append)
+        if after is None:
+            lock_path(tmp_path).unlink()
+        else:
+            hold(tmp_path, after, 1000.0)
+        wait_for(lambda seen=lost: seen, 10, "the watcher to notice")
+        assert ("released" if after is None else "taken by another holder") in lost[0]
+
+
+def test_staleness_is_judged_from_observed_changes_on_the_readers_clock_never_the_writers():
+    now = [0.0]
+    obs = lease.Observer(ttl=20, clock=lambda: now[0])
+    assert obs.see(1e12)  # a heartbeat from a clock far in the future is just a value
+    now[0] = 15
+    assert obs.see(1e12 + 5)  # it changed: renewed
+    now[0] = 34
+    assert obs.see(1e12 + 5)  # 19 s of silence
+    now[0] = 36
+    assert not obs.see(1e12 + 5)  # 21 s: stale, whatever the writer's clock says
 
 
 @pytest.mark.parametrize("action", hd.LONG_ACTIONS)
-def test_long_actions_run_with_the_heartbeat_thread(tmp_path, monkeypatch, capsys, action):
+def test_long_actions_run_watched_by_the_controller_lease(tmp_path, monkeypatch, capsys, action):
     hold(tmp_path, OURS, 1000.0)
-    seen = []
+    watched = []
 
-    def slow(req):
-        first = read(tmp_path)["heartbeat"]  # main() refreshed it once before starting
-        time.sleep(0.3)
-        seen.append(read(tmp_path)["heartbeat"] > first)
-        return {}
+    @contextlib.contextmanager
+    def spy(req, name):
+        watched.append(name)
+        yield
 
-    monkeypatch.setitem(hd.ACTIONS, action, slow)
-    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(request(tmp_path, heartbeat_every=0.05))))
+    monkeypatch.setattr(hd, "_watched", spy)
+    monkeypatch.setitem(hd.ACTIONS, action, lambda req: {})
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(request(tmp_path))))
     assert hd.main([action]) == 0
-    assert seen == [True] and json.loads(capsys.readouterr().out)["ok"]
+    assert watched == [action] and json.loads(capsys.readouterr().out)["ok"]
+
+
+def test_an_install_abandoned_by_its_controller_kills_uv_removes_its_build_and_records_why(tmp_path):
+    """In a child process (abandon exits): a never-renewed lock ends a running child within the ttl."""
+    hold(tmp_path, OURS, 1000.0)
+    code = f"""
+import json, sys, time
+from hostside import deploy_lock as dl
+req = json.loads({json.dumps(json.dumps(request(tmp_path)))})
+import os
+build = os.path.join(req["root"], "envs", ".new.build-0a0a")
+os.makedirs(build)
+dl._cleanups.append(lambda: __import__("shutil").rmtree(build))
+with dl._watched(req, "install", ttl=0.5):
+    dl.run_child(["sleep", "60"], dict(os.environ))
+print("not abandoned")
+"""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert time.monotonic() - t0 < 30
+    assert "install: abandoned, the lease at" in proc.stderr and "not renewed" in proc.stderr
+    assert not (tmp_path / "envs" / ".new.build-0a0a").exists()
+    record = json.loads((tmp_path / "receipts" / "deploy" / "cpu.jsonl").read_text().splitlines()[-1])
+    assert record["event"] == "abandoned" and record["action"] == "install" and record["token"] == "0a0a"
 
 
 def test_the_controller_heartbeat_beats_until_the_block_ends_even_on_failure():
@@ -228,7 +373,7 @@ def state_home(tmp_path, monkeypatch):
 
 
 def holder_here(token: str, **extra) -> dict:
-    return {"token": token, "controller": lane_lock.socket.gethostname(), "pid": os.getpid(), **extra}
+    return {"token": token, "controller": "vm", **host_identity(), "pid": os.getpid(), **extra}
 
 
 def test_a_running_deploy_on_this_host_is_alive_and_is_dead_once_it_ends(state_home):
@@ -282,8 +427,16 @@ def test_a_lock_naming_some_other_file_is_not_trusted_and_that_file_is_never_rem
     assert victim.read_text() == "keep me"
 
 
-def test_a_holder_on_another_host_is_never_judged_here(state_home):
-    assert core._holder_is_dead({"token": "dd44", "controller": "elsewhere", "pid": 999999999}) is False
+def test_a_holder_on_another_host_is_never_judged_here_even_under_our_hostname(state_home, gone_pid):
+    other = holder_here("dd44", machine_id="0" * 32, controller=lane_lock.socket.gethostname(), pid=gone_pid)
+    assert core._holder_is_dead(other) is False  # a gone pid here says nothing about another machine
+    assert (
+        core._holder_is_dead({"token": "dd44", "controller": lane_lock.socket.gethostname(), "pid": gone_pid}) is False
+    )
+
+
+def test_a_holder_from_an_earlier_boot_of_this_host_is_dead(state_home):
+    assert core._holder_is_dead(holder_here("ee55", boot_id="not-this-boot")) is True
 
 
 # -- disk space -----------------------------------------------------------------
@@ -332,28 +485,29 @@ def begins(missing: list[CachedWheel], free: int) -> dict:
     }
 
 
-def test_a_worker_without_room_for_the_wheels_fails_before_anything_is_sent(tmp_path, scripted_transport, state_home):
+def test_a_worker_without_room_for_the_wheels_stops_the_deploy_everywhere_before_anything_is_sent(
+    tmp_path, scripted_transport, state_home
+):
     mib = 2**20
     torch = on_disk(tmp_path, wheel("torch", 80 * mib))
     plan = dataclasses.replace(plan_with(2, [torch]), uv=on_disk(tmp_path, wheel("uv", 1)))
     fake = scripted_transport(plan.workers)
     # w0 has room and gets its wheel; w1 is refused on its begin reply alone, before anything is sent.
     fake.expect_job("w0", "deploy", ["begin"], answer=begins([torch], 1000 * mib))
-    fake.expect_run("w0", ["mkdir", "-p"])
-    fake.expect_put("w0", "/var/lib/orch/store/sha256/.incoming/")
-    fake.expect_job("w0", "deploy", ["receive"], answer={"ok": True, "bad": []})
-    fake.expect_job("w0", "deploy", ["install"], answer={"ok": True, "elapsed": 1.0})
-    fake.expect_job("w0", "deploy", ["activate"], answer={"ok": True, "previous": "old"})
     fake.expect_job("w1", "deploy", ["begin"], answer=begins([torch], 100 * mib))
-    fake.expect_job("w1", "deploy", ["unlock"])  # it took the lock: release it
+    # w1 is refused on its begin reply alone: the lane is locked on all workers or on none, so both release.
+    fake.expect_job("w0", "deploy", ["unlock"])
+    fake.expect_job("w1", "deploy", ["unlock"])
 
     report = core.execute(plan, fake)
 
-    assert report.outcomes["w0"].status == "installed"
     assert report.outcomes["w1"].status == "failed"
     assert report.outcomes["w1"].reason == (
         "not enough disk space: needs 104 MiB (80 MiB of wheels + 24 MiB headroom), 100 MiB free under /var/lib/orch"
     )
+    assert report.outcomes["w0"].status == "failed"
+    assert report.outcomes["w0"].reason.startswith("not deployed: lane cpu could not be locked on every worker (w1: ")
+    assert fake.calls_to("w0", "put") == fake.calls_to("w1", "put") == []
     assert fake.calls_to("w1", "put") == []
 
 

@@ -89,33 +89,36 @@ def test_a_worker_gets_pushed_only_the_wheels_its_reply_says_it_lacks(tmp_path, 
     assert [f["filename"] for f in receive.request["files"]] == [jax.filename]
 
 
-def test_a_worker_that_does_not_answer_is_reported_and_the_others_carry_on(tmp_path, scripted_transport):
+def test_a_worker_that_does_not_answer_at_begin_stops_the_deploy_on_every_worker(tmp_path, scripted_transport):
     plan = make_plan(tmp_path, 3, ["jax"])
     fake = scripted_transport(plan.workers)
     fake.expect_job("w0", "deploy", ["begin"], answer=begins([]))
-    installs_and_activates(fake, "w0")
     fake.expect_job("w1", "deploy", ["begin"], reply=timed_out())
     fake.expect_job("w2", "deploy", ["begin"], answer=begins([]))
-    installs_and_activates(fake, "w2")
+    fake.expect_job("w0", "deploy", ["unlock"])
+    fake.expect_job("w2", "deploy", ["unlock"])
 
     report = deploy.execute(plan, fake)
 
     assert not report.ok
-    assert {n: o.status for n, o in report.outcomes.items()} == {"w0": "installed", "w1": "failed", "w2": "installed"}
+    assert {o.status for o in report.outcomes.values()} == {"failed"}
     assert report.outcomes["w1"].reason == "begin: timed out after 60s"
+    assert report.outcomes["w0"].reason == (
+        "not deployed: lane cpu could not be locked on every worker (w1: begin: timed out after 60s)"
+    )
     # w1 never said it took the lock: nothing to release there, nothing else sent to it
     assert [c.argv[-1] for c in fake.calls_to("w1")] == ["begin"]
 
 
-def test_a_lane_another_deploy_holds_fails_that_worker_naming_the_holder(tmp_path, scripted_transport):
-    plan = make_plan(tmp_path, 2, ["jax"])
+def test_a_lane_whose_first_worker_another_deploy_holds_is_refused_there_before_any_other_is_touched(
+    tmp_path, scripted_transport
+):
+    plan = make_plan(tmp_path, 3, ["jax"])
     holder = {"token": "ab12", "controller": "elsewhere", "user": "ana", "pid": 7, "bundle_id": "other"}
     fake = scripted_transport(plan.workers)
     fake.expect_job(
         "w0", "deploy", ["begin"], answer={"ok": True, "state": "locked", "holder": holder, "heartbeat_age": 3.0}
     )
-    fake.expect_job("w1", "deploy", ["begin"], answer=begins([]))
-    installs_and_activates(fake, "w1")
 
     report = deploy.execute(plan, fake)
 
@@ -123,7 +126,26 @@ def test_a_lane_another_deploy_holds_fails_that_worker_naming_the_holder(tmp_pat
     assert report.outcomes["w0"].reason == (
         "another deploy holds lane cpu: ana@elsewhere pid 7 (bundle other, heartbeat 3.0s ago)"
     )
-    assert report.outcomes["w1"].status == "installed"
+    for name in ("w1", "w2"):
+        assert report.outcomes[name].status == "failed"
+        assert report.outcomes[name].reason.startswith("not deployed: lane cpu could not be locked on every worker")
+        assert fake.calls_to(name) == []
+
+
+def test_a_lane_another_deploy_holds_on_a_later_worker_releases_every_lock_taken(tmp_path, scripted_transport):
+    plan = make_plan(tmp_path, 2, ["jax"])
+    holder = {"token": "ab12", "controller": "elsewhere", "user": "ana", "pid": 7, "bundle_id": "other"}
+    fake = scripted_transport(plan.workers)
+    fake.expect_job("w0", "deploy", ["begin"], answer=begins([]))
+    fake.expect_job(
+        "w1", "deploy", ["begin"], answer={"ok": True, "state": "locked", "holder": holder, "heartbeat_age": 3.0}
+    )
+    fake.expect_job("w0", "deploy", ["unlock"])
+
+    report = deploy.execute(plan, fake)
+
+    assert {n: o.status for n, o in report.outcomes.items()} == {"w0": "failed", "w1": "failed"}
+    assert "ana@elsewhere pid 7" in report.outcomes["w0"].reason
 
 
 def test_a_worker_that_fails_to_install_keeps_its_bundle_and_its_lock_is_released(tmp_path, scripted_transport):
@@ -144,10 +166,11 @@ def test_a_worker_that_fails_to_install_keeps_its_bundle_and_its_lock_is_release
     assert unlock.request["holder"]["token"] == begin.request["holder"]["token"]
 
 
-def test_an_unchanged_worker_is_left_alone(tmp_path, scripted_transport):
+def test_an_unchanged_worker_is_left_alone_and_its_lock_released(tmp_path, scripted_transport):
     plan = make_plan(tmp_path, 1, ["jax"])
     fake = scripted_transport(plan.workers)
     fake.expect_job("w0", "deploy", ["begin"], answer={"ok": True, "state": "unchanged", "active": "new"})
+    fake.expect_job("w0", "deploy", ["unlock"])  # begin locked it even so: the lane is locked on all or none
 
     report = deploy.execute(plan, fake)
 

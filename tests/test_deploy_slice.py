@@ -267,11 +267,18 @@ def test_a_full_disk_fails_clearly_and_the_old_bundle_stays_active(small):
         )
         small.h.ssh(2, "fallocate", "-l", str(free - nbytes), "/var/lib/orch/filler", check=True)
 
-    def failure_on_w2() -> dict:
+    def failure_on_w2(at_begin: bool = False) -> dict:
         doc = small.deploy("small-b", check=False)
         w2 = doc["workers"]["slice-w2"]
         assert w2["status"] == "failed", w2
-        assert doc["workers"]["slice-w0"]["status"] in ("installed", "unchanged")
+        w0 = doc["workers"]["slice-w0"]
+        if at_begin:  # the lane is locked on all workers or none: nothing deploys anywhere
+            assert w0["status"] == "failed" and w0["reason"].startswith(
+                "not deployed: lane cpu could not be locked on every worker (slice-w2: not enough disk space"
+            ), w0
+            assert small.active()["slice-w0"] == a
+        else:
+            assert w0["status"] in ("installed", "unchanged")
         assert small.active()["slice-w2"] == a
         out = small.h.ssh(2, "/var/lib/orch/lanes/cpu/active/bin/python", "-c", "import opt_einsum; print('ok')")
         assert out.stdout.strip() == "ok"
@@ -288,7 +295,7 @@ def test_a_full_disk_fails_clearly_and_the_old_bundle_stays_active(small):
         need, mib = nbytes + core.disk_headroom(nbytes), 2**20
         # no room for the wheels: refused before anything is sent
         leave_free(need - 2 * mib)
-        w2 = failure_on_w2()
+        w2 = failure_on_w2(at_begin=True)
         assert w2["bytes_from_controller"] == 0
         assert w2["reason"].startswith(f"not enough disk space: needs {-(-need // mib)} MiB ("), w2
         free = int(re.search(r"headroom\), (\d+) MiB free under /var/lib/orch$", w2["reason"]).group(1))
@@ -376,8 +383,13 @@ def test_a_second_deploy_while_one_runs_is_refused_naming_the_holder_whose_heart
         report = core.execute(plan, t, progress=on_progress)
     assert report.ok, {n: o.reason for n, o in report.outcomes.items()}
     me = f"another deploy holds lane cpu: {getpass.getuser()}@{socket.gethostname()} pid {os.getpid()} (bundle {b}"
-    for o in seen["second"]["workers"].values():
-        assert o["status"] == "failed" and o["reason"].startswith(me), o
+    second = seen["second"]["workers"]
+    assert second["slice-w0"]["status"] == "failed" and second["slice-w0"]["reason"].startswith(me), second
+    for name in ("slice-w1", "slice-w2"):  # refused at the lane's first worker, before touching these
+        o = second[name]
+        assert o["status"] == "failed" and o["reason"].startswith(
+            "not deployed: lane cpu could not be locked on every worker (slice-w0: " + me
+        ), o
     before, after = seen["heartbeats"]
     assert after > before  # refreshed by the first deploy's heartbeat thread while it waited
     assert small.active() == {w: b for w in small.h.workers}

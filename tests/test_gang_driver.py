@@ -57,6 +57,8 @@ class ScriptedTransport:
         if job == "hostside.launch_ctl" and verb == "release":
             self.released.set()
             return self._doc(name, {"ok": True})
+        if job == "hostside.launch_ctl" and verb == "renew":  # the controller lease, until the release
+            return self._doc(name, {"ok": True})
         if job == "hostside.launch_ctl" and verb == "stop":
             return self._doc(name, {"ok": True, "term": [], "kill": [], "left": [], "elapsed": 0.0})
         raise AssertionError(f"unexpected command on {name}: {argv}")

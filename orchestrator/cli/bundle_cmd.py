@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -201,9 +201,8 @@ def status(obj: Context, lane_options: tuple[str, ...], as_json: bool) -> None:
                 note: list[str | tuple[str, str]] = []
                 if info.get("active") and info.get("active") != expected.get(ln):
                     note.append("not the locked bundle" if ln in expected else "")
-                if isinstance(info.get("lock"), dict):
-                    h = info["lock"]
-                    note.append(shown(f"deploy in progress by {h.get('user', '?')}@{h.get('controller', '?')}"))
+                if info.get("lock"):
+                    note.append(shown(lock_note(info)))
                 if ln in mixed:
                     note.append(("lane is mixed", "red"))
                 parts = [n for n in note if n]
@@ -222,3 +221,18 @@ def status(obj: Context, lane_options: tuple[str, ...], as_json: bool) -> None:
             )
     if mixed:
         sys.exit(1)
+
+
+def lock_note(info: dict[str, Any]) -> str:
+    """What a lane's deploy lock on one worker means: a deploy in progress, or a stale lock of a holder gone."""
+    from hostside.deploy_lock import holder_name
+    from orchestrator.deploy import _holder_is_dead
+
+    h = info["lock"]
+    if not isinstance(h, dict):  # what a worker says is checked before it is read
+        return "damaged deploy lock (unreadable); stale once old enough, or remove it"
+    if "token" not in h:
+        return f"damaged deploy lock ({h.get('reason', 'unreadable')}); stale once old enough, or remove it"
+    if info.get("lock_state") == "stale" or _holder_is_dead(h):
+        return f"stale deploy lock (holder gone): {holder_name(h)}; the next deploy takes it over"
+    return f"deploy in progress by {holder_name(h)}"

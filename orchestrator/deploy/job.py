@@ -4,11 +4,8 @@ lane's lock held and kept fresh throughout."""
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -23,7 +20,7 @@ from orchestrator.deploy.lane_lock import (
     _Heartbeat,
     _holder_is_dead,
     _liveness,
-    _liveness_path,
+    controller_identity,
 )
 from orchestrator.deploy.plan import DeployPlan, DeployReport, Progress, WorkerOutcome
 from orchestrator.errors import BundleError
@@ -43,15 +40,7 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
             hint=f"orch bundle lock {plan.bundle} (resolves again and fetches every wheel into the cache)",
         )
     token = secrets.token_hex(8)
-    holder = {
-        "token": token,
-        "controller": socket.gethostname(),
-        "pid": os.getpid(),
-        "user": getpass.getuser(),
-        "bundle_id": plan.bundle_id,
-        "started": time.time(),
-        "liveness": str(_liveness_path(token)),
-    }
+    holder = controller_identity(token, plan.bundle_id)
     job = _Deploy(plan, transport, holder, say)
     with _liveness(token):
         try:
@@ -77,6 +66,8 @@ class _Deploy:
         self.needs: dict[str, list[dict[str, Any]]] = {}
         self.free: dict[str, int | None] = {}  # disk_free_bytes under the root, as begin saw it
         self.lost: dict[str, dict[str, Any] | None] = {}  # worker -> who holds our lock now (from a heartbeat)
+        self.beating: set[str] = set()  # workers with a heartbeat call in flight
+        self.beating_guard = threading.Lock()
 
     # -- plumbing --------------------------------------------------------
 
@@ -134,7 +125,25 @@ class _Deploy:
     # -- steps -------------------------------------------------------------
 
     def run(self) -> None:
-        self.each("begin", self.begin, self.alive())
+        # All or nothing: the lane's first worker is locked before any other, so
+        # of two racing deploys the loser is refused there before it touches
+        # anything; a refusal anywhere stops the deploy on every worker.
+        gate, *rest = sorted(self.workers.values(), key=lambda w: w.index)
+        self.each("begin", self.begin, [gate])
+        if self.outcomes[gate.name].status != "failed":
+            self.each("begin", self.begin, rest)
+        refused = [n for n, o in self.outcomes.items() if o.status == "failed"]
+        if refused:
+            first = refused[0]
+            for name, o in self.outcomes.items():
+                if o.status != "failed":
+                    o.status = "failed"
+                    o.reason = (
+                        f"not deployed: lane {self.plan.lane} could not be locked on every worker "
+                        f"({first}: {self.outcomes[first].reason})"
+                    )
+                    self.say(name, f"failed: {o.reason}")
+            return
         need = {n: m for n, m in self.needs.items() if self.outcomes[n].status == "pending"}
         if any(need.values()):
             self.transfer(need)
@@ -155,16 +164,23 @@ class _Deploy:
         o.recovered_lock = doc.get("recovered_lock")
         if doc["state"] == "locked":
             h = doc["holder"] or {}
+            if "token" not in h:  # null, [], a non-numeric heartbeat...: nobody can renew or release it
+                age = float(doc.get("heartbeat_age") or 0.0)
+                raise _Failed(
+                    f"lane {self.plan.lane}'s deploy lock file is damaged ({h.get('reason', 'unreadable')}); "
+                    f"it counts as stale {max(STALE_AFTER - age, 0):.0f}s from now, or remove "
+                    f"{w.root}/lanes/{self.plan.lane}/deploy.lock if no deploy runs"
+                )
             raise _Failed(
                 f"another deploy holds lane {self.plan.lane}: {h.get('user', '?')}@"
                 f"{h.get('controller', '?')} pid {h.get('pid', '?')} (bundle {h.get('bundle_id', '?')}, "
                 f"heartbeat {doc.get('heartbeat_age', '?')}s ago)"
             )
+        self.locked.add(w.name)  # held until the deploy ends, also where nothing changes
         if doc["state"] == "unchanged":
             o.status = "unchanged"
             self.say(w.name, "unchanged")
             return
-        self.locked.add(w.name)
         o.previous = doc.get("active")
         missing = doc.get("missing")
         # The worker's reply names wheels by sha256: only wheels of this bundle, never a KeyError later.
@@ -305,30 +321,30 @@ class _Deploy:
             )
 
     def beat(self) -> None:
-        """Refresh the heartbeat of our lock on every worker still in progress.
+        """Refresh the heartbeat of our lock on every worker that holds it.
 
-        Runs beside the steps on the same connections: each call is its own SSH
-        channel, and it never uses the transport's worker pool, which long
-        uploads and installs may fill. Daemon threads, so a beat stuck on a
-        hung worker never holds up the controller's exit."""
-        names = [n for n in sorted(self.locked.copy()) if self.outcomes[n].status == "pending"]
-        gate = threading.BoundedSemaphore(8)
-
-        def one(name: str) -> None:
-            with gate:
-                self.beat_one(name)
-
-        threads = [threading.Thread(target=one, args=(n,), name=f"orch-heartbeat-{n}", daemon=True) for n in names]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        This is the controller lease: the workers' long actions and the relay
+        end themselves when it stops. Runs beside the steps on the same
+        connections: each call is its own SSH channel, and it never uses the
+        transport's worker pool, which long uploads and installs may fill. One
+        thread per worker, not joined, so a hung worker never delays the
+        others' beats; a worker whose previous beat is still in flight is
+        skipped. Daemon threads, so a stuck beat never holds up the exit."""
+        for name in sorted(self.locked.copy()):
+            with self.beating_guard:
+                if name in self.beating:
+                    continue
+                self.beating.add(name)
+            threading.Thread(target=self.beat_one, args=(name,), name=f"orch-heartbeat-{name}", daemon=True).start()
 
     def beat_one(self, name: str) -> None:
         try:
             doc = self.call(self.workers[name], "heartbeat", timeout=HEARTBEAT_TIMEOUT)
         except Exception:
             return  # unreachable now: the step in flight there reports why
+        finally:
+            with self.beating_guard:
+                self.beating.discard(name)
         if not doc.get("refreshed") and name in self.locked:
             self.lost[name] = doc.get("holder")
 

@@ -1,20 +1,49 @@
-"""The lane's deploy lock, controller side: how long a lock lives without a
-heartbeat, the thread that keeps ours fresh, and telling a dead holder on this
-host from a live one (the liveness file a running deploy keeps flock'd)."""
+"""The lane's deploy lock, controller side: who we are (the holder identity a
+lock records), how long a lock lives without a heartbeat, the thread that keeps
+ours fresh (which is also the controller lease the workers' long actions and
+relay watch), and telling a dead holder on this host from a live one (the
+liveness file a running deploy keeps flock'd).
+
+A lane is locked all or nothing: `execute` and `rollback` take the lock on the
+lane's first worker (by index) before any other, so of two racing deploys the
+loser is refused there, and anyone refused anywhere releases everything taken."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-STALE_AFTER = 300.0  # seconds without a heartbeat before a deploy lock counts as dead
-HEARTBEAT_EVERY = 60.0  # seconds between refreshes of our locks' heartbeat
+from hostside.lease import CONTROLLER_RENEW_EVERY
+from hostside.procfs import host_identity
+
+STALE_AFTER = 300.0  # seconds without a heartbeat before another deploy may take a lock over
+# Seconds between refreshes of our locks' heartbeat. The workers' long actions and
+# the wheel relay end themselves when it stops changing for CONTROLLER_LEASE_TTL
+# (hostside.lease, 20 s), so this must stay well below that.
+HEARTBEAT_EVERY = CONTROLLER_RENEW_EVERY
 HEARTBEAT_TIMEOUT = 60.0  # a timed-out call drops the worker's connection (and any upload on it): be patient
+
+
+def controller_identity(token: str, bundle_id: str | None) -> dict[str, Any]:
+    """The holder record a lock carries: machine id + boot id + pid + user identify
+    this process exactly (the hostname is only for people to read)."""
+    return {
+        "token": token,
+        **host_identity(),
+        "pid": os.getpid(),
+        "user": getpass.getuser(),
+        "controller": socket.gethostname(),
+        "bundle_id": bundle_id,
+        "started": time.time(),
+        "liveness": str(_liveness_path(token)),
+    }
 
 
 class _Heartbeat:
@@ -73,17 +102,24 @@ class _liveness:
 def _holder_is_dead(holder: dict[str, Any] | None) -> bool:
     """A lock taken from this controller host by a deploy that is no longer running.
 
-    The holder's liveness file is exact proof: flock'd while it runs, removed
-    when it ends. The lock names that file (it may live under another user's
-    home or XDG_STATE_HOME); a lock from an older controller does not, so ours
-    stands in for it. When the file cannot be seen (not there for a lock that
-    does not name it, or unreadable), only a vanished pid proves the holder
-    dead; a live pid leaves it to the heartbeat."""
+    A holder is on this host when its machine id is ours (never judged by
+    hostname: two hosts may share one); one recorded under another boot id
+    is gone. Otherwise the holder's liveness file is exact proof: flock'd
+    while it runs, removed when it ends. The lock names that file (it may live
+    under another user's home or XDG_STATE_HOME). When the file cannot be
+    seen (unreadable), only a vanished pid proves the holder dead; a live pid
+    leaves it to the heartbeat. A holder without a machine id is left to the
+    heartbeat too."""
     import fcntl
 
     token = str(holder.get("token") or "") if holder else ""
-    if not holder or holder.get("controller") != socket.gethostname() or not re.fullmatch(r"[0-9a-f]+", token):
+    me = host_identity()
+    if not holder or not me["machine_id"] or holder.get("machine_id") != me["machine_id"]:
         return False
+    if not re.fullmatch(r"[0-9a-f]+", token):
+        return False
+    if holder.get("boot_id") and me["boot_id"] and holder.get("boot_id") != me["boot_id"]:
+        return True  # this host rebooted since: no process of that boot runs
     named = _named_liveness(holder, token)
     path = named or _liveness_path(token)
     try:

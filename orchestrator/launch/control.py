@@ -7,10 +7,12 @@ returns per-worker results; none of them decides anything about the gang.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hostside.lease import CONTROLLER_RENEW_EVERY
 from orchestrator.fleet import WorkerRef
 from orchestrator.launch.plan import LaunchPlan
 from orchestrator.launch.signals import shielded
@@ -53,13 +55,55 @@ def start_workers(
 def release(
     plan: LaunchPlan, transport: Transport, at: float, workers: Sequence[str] | None = None
 ) -> dict[str, Result]:
-    """Release every waiting launcher at the wall-clock instant `at`."""
+    """Release every waiting launcher at the controller's wall-clock instant `at`, sent as a delay
+    from now (each worker counts it from the message's arrival on its own clock, capped there)."""
 
     def one(worker: WorkerRef) -> Result:
         run_dir = plan.process(worker.name).run_dir
-        return run_hostside(transport, worker, "launch_ctl", ["release", run_dir, "--at", repr(at)], timeout=30)
+        delay = max(0.0, at - time.time())
+        return run_hostside(transport, worker, "launch_ctl", ["release", run_dir, "--in", repr(delay)], timeout=30)
 
     return transport.map(one, workers or plan.workers)
+
+
+class LeaseRenewer:
+    """Renews the controller lease in every worker's run directory until `stop` (the release):
+    a launcher waiting for its release ends itself when renewals stop (hostside.lease's bound).
+    One thread per worker and renewal, never joined, so a hung worker delays no other; a worker
+    whose previous renewal is still in flight is skipped."""
+
+    def __init__(self, plan: LaunchPlan, transport: Transport, every: float = CONTROLLER_RENEW_EVERY):
+        self.plan, self.transport, self.every = plan, transport, every
+        self.stopped = threading.Event()
+        self.busy: set[str] = set()
+        self.guard = threading.Lock()
+
+    def start(self) -> LeaseRenewer:
+        threading.Thread(target=self._loop, daemon=True, name="orch-controller-lease").start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _loop(self) -> None:
+        while not self.stopped.is_set():
+            for name in self.plan.workers:
+                with self.guard:
+                    if name in self.busy:
+                        continue
+                    self.busy.add(name)
+                threading.Thread(target=self._renew, args=(name,), daemon=True, name=f"orch-lease-{name}").start()
+            self.stopped.wait(self.every)
+
+    def _renew(self, name: str) -> None:
+        try:
+            run_dir = self.plan.process(name).run_dir
+            run_hostside(self.transport, self.transport.workers[name], "launch_ctl", ["renew", run_dir], timeout=30)
+        except Exception:
+            pass  # a missed renewal is retried; the lease's ttl is four renewals long
+        finally:
+            with self.guard:
+                self.busy.discard(name)
 
 
 def stop_workers(

@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 import orchestrator.launch.gang as gang
-from orchestrator.launch.control import OutputFn, ReportFn, quiet, release, reply, stop_workers
+from orchestrator.launch.control import LeaseRenewer, OutputFn, ReportFn, quiet, release, reply, stop_workers
 from orchestrator.launch.outcome import LaunchOutcome, conclude
 from orchestrator.launch.plan import LaunchPlan
 from orchestrator.launch.signals import deferred, interruption, never_raising, shielded
@@ -168,6 +168,10 @@ class Driver:
 
     def run(self, *, from_end: bool) -> LaunchOutcome:
         """Start the watch threads, then feed events until the state machine says done."""
+        # Until the release, the launchers wait only while this controller renews its lease.
+        self.renewer = LeaseRenewer(self.plan, self.transport)
+        if not self.state.released:
+            self.renewer.start()
         for name in self.plan.workers:
             args = (name, from_end)
             threading.Thread(target=self._watch, args=(name,), daemon=True, name=f"orch-watch-{name}").start()
@@ -184,6 +188,7 @@ class Driver:
             except KeyboardInterrupt as exc:
                 interrupt = exc
         self.closing.set()
+        self.renewer.stop()
         self._report_missed()
         return self._outcome()
 
@@ -225,6 +230,7 @@ class Driver:
             self.report(decision.text)
         elif isinstance(decision, gang.Release):
             results = release(self.plan, self.transport, decision.at)
+            self.renewer.stop()
             self._feed(gang.Released(tuple(w for w, r in results.items() if not r.ok)))
         elif isinstance(decision, gang.Teardown):
             shielded(lambda: self._tear_down(decision))

@@ -1,0 +1,59 @@
+"""The controller lease before a launch's release, and the release as a delay on the worker's own clock."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from hostside import launch_ctl, launch_proc, lease
+from hostside import launcher as hostside_launcher
+
+
+def record(run) -> hostside_launcher.Record:
+    doc = {"run_id": "r", "lane": "cpu", "worker": "w", "index": 0, "process_id": 0, "num_processes": 1, "target": {}}
+    return hostside_launcher.Record(str(run / launch_proc.RECORD_FILE), doc)
+
+
+def test_a_launcher_waiting_for_its_release_ends_itself_when_the_controller_stops_renewing(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "CONTROLLER_LEASE_TTL", 0.5)
+    run = tmp_path / "run"
+    run.mkdir()
+    launch_ctl.renew(str(run))  # renewed once, then the controller is gone
+    t0 = time.monotonic()
+    with pytest.raises(hostside_launcher.Refusal, match="the controller stopped renewing its lease"):
+        hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 60}, record(run))
+    assert time.monotonic() - t0 < 10  # the lease's ttl, far below the start timeout
+
+
+def test_a_launcher_waits_while_the_controller_renews_and_starts_on_the_release(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "CONTROLLER_LEASE_TTL", 0.5)
+    run = tmp_path / "run"
+    run.mkdir()
+    done = threading.Event()
+
+    def controller() -> None:
+        end = time.monotonic() + 1.5  # three ttls of renewals, then the release
+        while time.monotonic() < end:
+            launch_ctl.renew(str(run))
+            time.sleep(0.1)
+        launch_ctl.release_in(str(run), 0.0)
+        done.set()
+
+    threading.Thread(target=controller, daemon=True).start()
+    rec = record(run)
+    hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 60}, rec)
+    assert done.is_set() and rec.data["released_at"] >= rec.data["release_at"] - 0.01
+
+
+def test_a_release_is_a_delay_from_its_arrival_on_the_workers_clock_and_is_capped(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    before = time.time()
+    launch_ctl.release_in(str(run), 3600.0)  # a controller whose clock is an hour ahead would have said this
+    doc = json.loads((run / launch_proc.RELEASE_FILE).read_text())
+    assert before + launch_ctl.RELEASE_CAP - 1 <= doc["release_at"] <= time.time() + launch_ctl.RELEASE_CAP
+    launch_ctl.release_in(str(run), -5.0)
+    assert json.loads((run / launch_proc.RELEASE_FILE).read_text())["release_at"] <= time.time()
