@@ -381,7 +381,7 @@ def plan_launch(
         env = {
             **runtime_policy(fleet, lane, w).env,
             **extra_env,
-            **orch_env(
+            **process_env(
                 run_id,
                 lane,
                 w.name,
@@ -462,24 +462,6 @@ def place_workdir(workdir: str | None, root: str, target: Target) -> tuple[Workd
             raise LaunchError(f"script {target.path} is not inside --workdir {local}")
         target = replace(target, path=rel)
     return wd, target
-
-
-def orch_env(
-    run_id: str,
-    lane: str,
-    worker: str,
-    pid: int,
-    n: int,
-    coordinator: str,
-    port: int,
-    *,
-    restart_count: int = 0,
-    max_restarts: int = 0,
-) -> dict[str, str]:
-    """The variables orch sets for process `pid` of `n` (ORCH_VARS, torchrun's names): see hostside.gang_env."""
-    return process_env(
-        run_id, lane, worker, pid, n, coordinator, port, restart_count=restart_count, max_restarts=max_restarts
-    )
 
 
 def with_ports(plan: LaunchPlan, port: int) -> LaunchPlan:
