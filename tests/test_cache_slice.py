@@ -220,8 +220,8 @@ def test_a_second_writer_is_refused_while_the_first_lives_and_the_lease_is_recla
             rf"slice-w0 \| orch launcher: cache writer lease {SHARED_CACHE}/cpu/\w+/writer.lease "
             rf"reclaimed from slice-w0 \(host slice-w0, pid {holder}, run {first}, bundle \w+\): "
             rf"its holder \(pid {holder} on slice-w0\) is gone",
-            third.stdout,
-        ), third.stdout
+            third.stderr,  # the launcher's own lines are the worker's stderr
+        ), third.stderr
         run_id = re.search(r"orch: run (\S+):", third.stderr).group(1)
         lease = cache_section(str(runs_dir / run_id), "slice-w0")["lease"]
         assert (lease["acquired"], lease["state"], lease["reclaimed_from"]["run_id"]) == (
