@@ -450,7 +450,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch-xla-runtime-already-initialized",
         "runtime-proof",
         65,
-        r"Runtime is already initialized\. Do not use the XLA device before calling xmp\.spawn",
+        r"\b(XLA )?[Rr]untime (is )?(already|ALREADY) initiali[sz]ed",
         "An XLA device was used before xmp.spawn: set policy and spawn before creating any XLA tensor "
         "(and call use_spmd() before any tensor exists).",
         "https://github.com/pytorch/xla/issues/9303",
@@ -558,7 +558,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "jaxlib-older-than-jax",
         "bundle-skew",
         95,
-        r"jaxlib is version \S+, but this version of jax requires version",
+        r"jaxlib is version \S+, but this version of jax\b",  # newer releases wrap the line after "jax"
         "jaxlib is older than this jax requires: install the pair the bundle pins.",
         "https://github.com/jax-ml/jax/issues/15876",
         "Windows RuntimeError: jaxlib is version 0.3.25, but this version of jax requires version >= 0.4.7.",
@@ -575,6 +575,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "F1114 22:32:47.676167 1232387 pjrt_c_api_helpers.cc:258] Unexpected error status Unexpected "
         "PJRT_Plugin_Attributes_Args size: expected 32, got 24. The plugin is likely built with a later "
         "version than the framework. This plugin is built with PJRT API version 0.75.",
+    ),
+    _sig(
+        "libtpu-wheel-without-library",
+        "bundle-skew",
+        # Above libtpu-open-failed: the path is inside an installed libtpu package, so libtpu is
+        # not missing; the installed wheel lacks the library this jax looks for (another release).
+        80,
+        r"Failed to open \S*[/\\](site|dist)-packages[/\\]libtpu\w*[/\\]\S*libtpu\.so: .*"
+        r"(cannot open shared object file|No such file)",
+        "An installed libtpu package lacks the libtpu.so this jax loads (the jax[tpu] pin resolved a "
+        "libtpu release of another layout): install the libtpu release the bundle validates with this jax.",
+        "https://github.com/jax-ml/jax/issues/24987",
+        "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to open /home/XXXXX/.local/lib/"
+        "python3.10/site-packages/libtpu/libtpu.so: /home/XXXXX/.local/lib/python3.10/site-packages/libtpu/"
+        "libtpu.so: cannot open shared object file: No such file or directory",
     ),
     _sig(
         "libtpu-missing-symbol",
@@ -714,6 +729,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "XLA_PERSISTENT_CACHE_PATH variable to disable persistent caching.",
     ),
     _sig(
+        "cache-dir-not-writable",
+        "cache",
+        # A symptom-level owner: the path names a cache directory (a compilation cache or one under
+        # ~/.cache that a library creates at import), and it is not writable by this user.
+        45,
+        r"(Permission denied|Read-only file system|PERMISSION_DENIED)\b.*?[/\\]"
+        r"(\.cache[/\\](?!huggingface|pip\b|torch[/\\]hub|matplotlib|fontconfig|uv\b)"
+        r"|[\w.-]*(compil|xla|jax|jit|autotune)[\w.-]*cach)",
+        "A cache directory is not writable by this user: point the cache at a writable path owned by "
+        "the run (JAX_COMPILATION_CACHE_DIR, XLA_PERSISTENT_CACHE_PATH, the lane's cache path) instead "
+        "of a home or shared directory another user created.",
+        "https://github.com/zadorlab/sella/pull/74",
+        "PermissionError: [Errno 13] Permission denied: '/home/alexlm/.cache/sella'",
+    ),
+    _sig(
         "jax-cache-nonzero-process-skip",
         "cache",
         25,
@@ -780,6 +810,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244",
     ),
     _sig(
+        "dataloader-worker-killed",
+        "memory",
+        # A DataLoader worker that dies without a Python error was almost always SIGKILLed by the
+        # OOM killer (host RAM): pytorch/pytorch#8976 and the threads linked from it.
+        45,
+        r"DataLoader worker \(pid(\(s\))? [\d, ]+\) (exited unexpectedly|is killed by signal: Killed)",
+        "A data-loading worker was killed, almost always by the OOM killer (host RAM): check `dmesg` on "
+        "that worker and lower num_workers, prefetching or the processes per host.",
+        "https://github.com/pytorch/xla/issues/2359",
+        "Exception in device=TPU:6: DataLoader worker (pid(s) 1235) exited unexpectedly",
+    ),
+    _sig(
+        "accelerator-framework-oom",
+        "memory",
+        80,
+        r"CUDA out of memory\. Tried to allocate|torch\.(cuda\.)?OutOfMemoryError: ",
+        "Device memory ran out: reduce the batch, sequence or per-device footprint, and check no other "
+        "process holds memory on the device.",
+        "https://github.com/pytorch/pytorch/issues/16417",
+        "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB "
+        "already allocated; 9.28 GiB free; 4.68 MiB cached)",
+    ),
+    _sig(
         "resource-exhausted-allocate",
         "memory",
         70,
@@ -812,7 +865,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "process-killed",
         "memory",
         20,
-        r"^\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b",
+        r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
         "'Out of memory' on that worker.",
         "https://github.com/tmux/tmux/issues/2364",
@@ -822,7 +875,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "exit-137-sigkill",
         "memory",
         30,
-        r"exit code 137 \(interrupted by signal 9: SIGKILL\)",
+        r"exit code 137 \(interrupted by signal 9: SIGKILL\)"
+        r"|Signal 9 \(SIGKILL\) received by PID \d+|returned non-zero exit status -9\b",
         "The process was SIGKILLed, most often by the OOM killer: check `dmesg` for 'Out of memory' on "
         "that worker and lower host-side memory.",
         "https://github.com/davidsandberg/facenet/issues/236",
@@ -960,6 +1014,21 @@ SIGNATURES: tuple[Signature, ...] = (
         consequence=True,
     ),
     _sig(
+        "gloo-connect-failed",
+        "collective",
+        # gloo resolved this host to an address the peers cannot use (127.0.1.1, the wrong
+        # interface) or the peer is not listening: GLOO_SOCKET_IFNAME fixes the first.
+        60,
+        r"gloo/transport/tcp/pair\.cc:\d+\] (connect \S+: |.*SO_ERROR: )"
+        r"(Connection refused|No route to host|Connection timed out|Network is unreachable)"
+        r"|gloo/transport/tcp/device\.cc:\d+\].*Unable to find address for",
+        "gloo could not connect to a peer: the host resolves to a loopback or wrong interface (set "
+        "GLOO_SOCKET_IFNAME to the interface the workers share) or the peer rank is not up.",
+        "https://github.com/pytorch/pytorch/issues/15592",
+        "  what():  [/opt/conda/conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:724] connect [127.0.1.1]:3210: Connection refused",
+    ),
+    _sig(
         "gloo-peer-closed",
         "collective",
         55,
@@ -1043,7 +1112,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "xla-mesh-connect-check-failed",
         "collective",
         60,
-        r"mesh_service\.cc:\d+ : Check failed: impl_->channel->WaitForConnected",
+        r"mesh_service\.cc:\d+ : Check failed: impl_->channel",
         "A torch_xla (XRT) replica could not connect to the mesh service in time: the master replica "
         "died or is unreachable; check the first replica's log and the network between workers.",
         "https://github.com/pytorch/xla/issues/4115",
@@ -1081,6 +1150,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "clean up or write to a filesystem with quota left.",
         "https://github.com/KennthShang/HostG/issues/7",
         "OSError: [Errno 122] Disk quota exceeded: 'out/intermediate.ntw'",
+    ),
+    _sig(
+        "shm-too-small",
+        "disk",
+        70,
+        r"This might be caused by insufficient shared memory \(shm\)"
+        r"|It is possible that dataloader's workers are out of shared memory",
+        "/dev/shm is too small for the data-loading workers: enlarge it (a container's --shm-size) or "
+        "lower num_workers.",
+        "https://github.com/microsoft/RepPoints/issues/18",
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
     ),
     _sig(
         "ray-disk-over-full",

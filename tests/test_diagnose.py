@@ -166,6 +166,109 @@ def test_text_without_a_known_signature_gives_no_finding():
     assert diag.classify("") == []
 
 
+# Other public phrasings of each failure class (not the signature's own example): a signature
+# holds for the class, across versions and tools, not for one excerpt.
+CLASS_VARIANTS = [
+    # jax: the older ValueError, and the newer RuntimeError that wraps after "jax" (ROCm/jax#756)
+    ("jaxlib-older-than-jax", "ValueError: jaxlib is version 0.1.69, but this version of jax requires version 0.1.74."),
+    ("jaxlib-older-than-jax", "RuntimeError: jaxlib is version 0.9.0, but this version of jax\n"),
+    # torch_xla: the pybind check, set_device_type after init (pytorch/xla#5948), a notebook's own words
+    (
+        "torch-xla-runtime-already-initialized",
+        "RuntimeError: Runtime is already initialized. Do not use the XLA device before calling xmp.spawn.",
+    ),
+    ("torch-xla-runtime-already-initialized", "RuntimeError: XLA runtime is already initialized!"),
+    ("torch-xla-runtime-already-initialized", "xmp.spawn FAILED: Runtime ALREADY initialized."),
+    # gloo: loopback address (pytorch/gloo#223), SO_ERROR (pytorch/gloo#33), bad interface (aws-samples/aws-do-eks#51)
+    (
+        "gloo-connect-failed",
+        "`[<some path>/gloo/gloo/transport/tcp/pair.cc:761] connect [127.0.1.1]:60817: Connection refused`.",
+    ),
+    (
+        "gloo-connect-failed",
+        "  what():  [enforce fail at /home/s/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. "
+        "SO_ERROR: Connection refused",
+    ),
+    (
+        "gloo-connect-failed",
+        "RuntimeError: [enforce fail at .../gloo/transport/tcp/device.cc:84] ifa != nullptr. "
+        "Unable to find address for: ^lo",
+    ),
+    # DataLoader workers killed (pytorch/pytorch#8976, NVIDIA/Megatron-LM#1657)
+    ("dataloader-worker-killed", "RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed."),
+    ("dataloader-worker-killed", "[rank0]: RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed. "),
+    ("dataloader-worker-killed", "RuntimeError: DataLoader worker (pid(s) 3216) exited unexpectedly"),
+    # /dev/shm (THU-DA-6D-Pose-Group/GDR-Net#16)
+    (
+        "shm-too-small",
+        "RuntimeError: DataLoader worker (pid 3216) is killed by signal: Bus error. It is possible that "
+        "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+    ),
+    # SIGKILL as shells and progress bars show it
+    ("process-killed", " 20%|████                | 216/1063 [00:27<02:17,  6.17it/s]Killed"),
+    ("process-killed", "zsh: killed     python train.py"),
+    ("exit-137-sigkill", "torch.distributed.elastic.multiprocessing.api: Signal 9 (SIGKILL) received by PID 4242"),
+    (
+        "exit-137-sigkill",
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status -9.",
+    ),
+    # device memory in PyTorch's newer wording (pytorch/pytorch#16417)
+    (
+        "accelerator-framework-oom",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. GPU 0 has a total capacity "
+        "of 23.65 GiB of which 11.06 MiB is free.",
+    ),
+    # compilation-cache directories not writable (goodfire-ai/spd#974's shared XLA cache)
+    ("cache-dir-not-writable", "PermissionError: [Errno 13] Permission denied: '/home/alexlm/.cache/sella'"),
+    (
+        "cache-dir-not-writable",
+        "PERMISSION_DENIED: /shared/out/xla_compilation_cache/xla_gpu_per_fusion_autotune_cache_dir/tmp/x.textproto",
+    ),
+    ("cache-dir-not-writable", "OSError: [Errno 30] Read-only file system: '/opt/jax_cache/jit_f-1234-cache'"),
+    # an installed libtpu wheel without the library jax loads (jax-ml/jax#24987)
+    (
+        "libtpu-wheel-without-library",
+        "Unable to initialize backend 'tpu': INTERNAL: Failed to open /usr/local/lib/python3.10/dist-packages/"
+        "libtpu/libtpu.so: /usr/local/lib/python3.10/dist-packages/libtpu/libtpu.so: cannot open shared object file: "
+        "No such file or directory",
+    ),
+    # torch_xla XRT mesh client channel checks, whatever the check's tail
+    (
+        "xla-mesh-connect-check-failed",
+        "RuntimeError: tensorflow/compiler/xla/xla_client/mesh_service.cc:316 : Check failed: impl_->channel->",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("sig_id", "line"), CLASS_VARIANTS, ids=[f"{i}-{n}" for n, (i, _) in enumerate(CLASS_VARIANTS)]
+)
+def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line):
+    finding = diag.diagnose(line)
+    assert finding is not None and finding.signature_id == sig_id, finding
+
+
+# Near misses: lines that look like a class but belong to no layer (or to another one).
+NOT_THE_CLASS = [
+    ("PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/hub/models--gpt2'", None),
+    ("PermissionError: [Errno 13] Permission denied: '/data/checkpoints/step_100'", None),
+    ("step 5: 3 jobs Killed by the scheduler earlier, resubmitted", None),
+    (
+        "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared "
+        "object file: No such file or directory",
+        "libtpu-open-failed",
+    ),
+    ("RuntimeError: DataLoader worker (pid 8102) is killed by signal: Segmentation fault.", None),
+]
+
+
+@pytest.mark.parametrize(("line", "sig_id"), NOT_THE_CLASS)
+def test_a_near_miss_is_not_taken_for_the_class(line, sig_id):
+    finding = diag.diagnose(line)
+    got = finding.signature_id if finding is not None and finding.priority >= diag.CONFIDENT_PRIORITY else None
+    assert got == sig_id, finding
+
+
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
@@ -351,7 +454,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_corpus(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.92 and tune.total.wrong <= 2, tune.total
+    assert tune.total.accuracy >= 0.97 and tune.total.wrong <= 1, tune.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
