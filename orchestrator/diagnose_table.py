@@ -172,18 +172,40 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh-permission-denied",
         "transport",
         75,
-        r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)",
+        r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)"
+        r"|AuthenticationException: Authentication failed|paramiko\.transport Authentication \(\w+\) failed",
         "The worker refused the login: check the fleet's ssh user and key for this worker "
         "(authorized_keys on the worker, key path and agent on this side).",
         "https://github.com/openai/tart/issues/1135",
         "admin@192.168.64.15: Permission denied (publickey,password,keyboard-interactive).",
     ),
     _sig(
+        "ssh-algorithm-negotiation",
+        "transport",
+        75,
+        r"Unable to negotiate with \S+( port \d+)?: no matching (host key type|key exchange method|cipher|MAC) found",
+        "Client and worker share no SSH algorithm (a newer OpenSSH dropped ssh-rsa or an old KEX): give "
+        "the worker an ed25519 host key, or allow the algorithm for that host only.",
+        "https://github.com/gokrazy/breakglass/issues/9",
+        "Unable to negotiate with 100.77.11.58 port 22: no matching host key type found. Their offer: ssh-rsa",
+    ),
+    _sig(
+        "paramiko-host-key-unknown",
+        "transport",
+        80,
+        r"SSHException: Server '[^']+' not found in known_hosts|BadHostKeyException: Host key for server",
+        "paramiko does not know (or distrusts) the worker's host key: add its verified key to the "
+        "fleet's known_hosts, in the [host]:port form when the port is not 22.",
+        "https://github.com/paramiko/paramiko/issues/2464",
+        "paramiko.ssh_exception.SSHException: Server '[192.168.77.1]:22121' not found in known_hosts",
+    ),
+    _sig(
         "ssh-connection-refused",
         "transport",
         60,
         r"connect to host \S+ port \d+: Connection refused"
-        r"|connection to \S+ refused \(sshd not running\?\)|dial tcp \S*:22: connect: connection refused",
+        r"|connection to \S+ refused \(sshd not running\?\)|dial tcp \S*:22: connect: connection refused"
+        r"|NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+",
         "Nothing listens on the worker's SSH port: start sshd on the worker or fix the port in fleet.yaml.",
         "https://github.com/rastasheep/ubuntu-sshd/issues/26",
         "ssh: connect to host localhost port 22: Connection refused",
@@ -201,15 +223,6 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh: connect to host 35.237.76.73 port 22: Connection timed out",
     ),
     _sig(
-        "paramiko-no-valid-connections",
-        "transport",
-        60,
-        r"NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+",
-        "No TCP connection to the worker's SSH port: check the address, port and that sshd runs there.",
-        "https://github.com/paramiko/paramiko/issues/2427",
-        "paramiko.ssh_exception.NoValidConnectionsError: [Errno None] Unable to connect to port 22 on 10.0.89.23",
-    ),
-    _sig(
         "ssh-no-route",
         "transport",
         60,
@@ -224,7 +237,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "transport",
         50,
         r"Connection to \S+ closed by remote host|packet_write_wait: Connection to \S+ port \d+: Broken pipe"
-        r"|client_loop: send disconnect: Broken pipe|^Write failed: Broken pipe",
+        r"|client_loop: send disconnect: Broken pipe|^Write failed: Broken pipe"
+        r"|^Connection (closed|reset) by \S+ port \d+",
         "The SSH session to the worker dropped mid-command: check the worker is still up (preemption, "
         "reboot, OOM of sshd) and the network path; the remote command may still be running.",
         "https://github.com/pytorch/xla/issues/3129",
@@ -244,21 +258,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh-kex-closed",
         "transport",
         60,
-        r"kex_exchange_identification: (Connection closed by remote host|read: Connection reset by peer)",
+        r"(kex|ssh)_exchange_identification: (Connection closed by remote host|read: Connection reset by peer)",
         "The worker closed the connection before the key exchange: sshd refused it (MaxStartups, "
         "firewall, IAP/bastion rules, a tunnel that cannot reach port 22); check the path and sshd's log.",
         "https://github.com/pytorch/xla/issues/2665",
         "kex_exchange_identification: Connection closed by remote host",
-    ),
-    _sig(
-        "paramiko-auth-failed",
-        "transport",
-        75,
-        r"AuthenticationException: Authentication failed|paramiko\.transport Authentication \(\w+\) failed",
-        "The worker refused paramiko's login: check the fleet's ssh user and key (authorized_keys on the "
-        "worker; the key type and signature algorithm the server accepts).",
-        "https://github.com/dask/distributed/issues/80",
-        "AuthenticationException: Authentication failed.",
     ),
     _sig(
         "paramiko-auth-frame",
@@ -284,7 +288,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "gcloud-ssh-failed",
         "transport",
         55,
-        r"ERROR: \(gcloud\.compute\.[\w.-]*ssh\)|ERROR: \(gcloud\.compute\.start-iap-tunnel\)",
+        r"ERROR: \(gcloud\.compute\.[\w.-]*(ssh|scp)\)|ERROR: \(gcloud\.compute\.start-iap-tunnel\)",
         "gcloud could not open the SSH session to the worker (the reason is on the lines before: "
         "firewall, IAP, project or key): check `gcloud compute tpus tpu-vm ssh` by hand.",
         "https://github.com/tensorflow/tpu/issues/233",
@@ -362,6 +366,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "Unable to create Node RegisterInterface for node 0",
     ),
     # ------------------------------------------------------------ runtime-proof
+    _sig(
+        "jax-unknown-backend",
+        "runtime-proof",
+        70,
+        r"Unknown backend:? '?\w+'? requested, but no platforms that are instances of \w+ are present",
+        "JAX was asked for a platform it did not initialise (JAX_PLATFORMS or jax.devices('tpu') with no "
+        "TPU backend): the earlier 'Unable to initialize backend' line says why; fix the runtime first.",
+        "https://github.com/danijar/dreamerv3/issues/18",
+        "Unknown backend: 'gpu' requested, but no platforms that are instances of gpu are present. "
+        "Platforms present are: interpreter,cpu",
+    ),
     _sig(
         "tpu-device-not-found",
         "runtime-proof",
@@ -545,21 +560,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "undefined symbol: _ZN5torch4lazy13MetricFnValueEd",
     ),
     _sig(
-        "jaxlib-newer-than-jax",
+        "jax-jaxlib-version-skew",
         "bundle-skew",
         95,
-        r"jaxlib version \S+ is newer than and incompatible with jax version",
+        # Both directions of the check jax runs at import; newer releases wrap the first after "jax".
+        r"jaxlib is version \S+, but this version of jax\b|jaxlib version \S+ is newer than and incompatible with jax",
         "jax and jaxlib come from different releases: install the pair the bundle pins.",
-        "https://github.com/jax-ml/jax/issues/17638",
-        "RuntimeError: jaxlib version 0.4.14 is newer than and incompatible with jax version 0.4.6. "
-        "Please update your jax and/or jaxlib packages.",
-    ),
-    _sig(
-        "jaxlib-older-than-jax",
-        "bundle-skew",
-        95,
-        r"jaxlib is version \S+, but this version of jax\b",  # newer releases wrap the line after "jax"
-        "jaxlib is older than this jax requires: install the pair the bundle pins.",
         "https://github.com/jax-ml/jax/issues/15876",
         "Windows RuntimeError: jaxlib is version 0.3.25, but this version of jax requires version >= 0.4.7.",
     ),
@@ -616,7 +622,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "frontend-module-missing",
         "bundle-skew",
         70,
-        r"No module named '(torch_xla|torch_tpu|jax|jaxlib|libtpu)\b[\w.]*'",
+        r"No module named '(torch_xla|torch_tpu|torch|jax|jaxlib|libtpu|flax|optax|orbax)\b[\w.]*'",
         "A frontend (or a version-gated part of one) is not in this environment: check the lane's "
         "bundle includes it at a version that has the module.",
         "https://github.com/AI-Hypercomputer/torchprime/issues/259",
@@ -659,6 +665,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "https://storage.googleapis.com/libtpu-nightly-releases/wheels/libtpu-nightly/libtpu_nightly-0.1."
         "dev20240729%2Bnightly-py3-none-any.whl (from jax==0.4.31) has inconsistent version: expected "
         "'0.1.dev20240729+nightly', but metadata has '0.1.dev20240729+default'",
+    ),
+    _sig(
+        "numpy-abi-mismatch",
+        "bundle-skew",
+        60,
+        r"A module that was compiled using NumPy 1\.x cannot be run in"
+        r"|module compiled against (API|ABI) version \S+ but this version of numpy is",
+        "A compiled wheel (jaxlib, torch, ...) was built for another NumPy major: pin numpy with the "
+        "bundle instead of letting an unrelated install upgrade it.",
+        "https://github.com/jupyter/notebook/issues/7522",
+        "A module that was compiled using NumPy 1.x cannot be run in",
+    ),
+    _sig(
+        "native-undefined-symbol",
+        "bundle-skew",
+        # Below the torch_xla-specific one: any compiled extension that misses a symbol of the
+        # library it was built against (jaxlib against absl, torchvision against torch).
+        55,
+        r"\.so(\.[\w.]+)?: undefined symbol: \w+",
+        "A compiled extension was built against another version of a library it loads: install the "
+        "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
+        "https://github.com/conda-forge/jaxlib-feedstock/issues/139",
+        "E   ImportError: /home/runner/micromamba-root/envs/jaxbug-test/lib/python3.10/site-packages/jaxlib/"
+        "xla_extension.so: undefined symbol: _ZN4absl12lts_202206235MutexD1Ev",
     ),
     _sig(
         "frontend-name-missing",
@@ -803,7 +833,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "host-oom-killer",
         "memory",
         85,
-        r"Out of memory: Killed process \d+|^\S.*Killed process \d+ \(.*\) total-vm:|oom-kill:constraint=",
+        r"[Oo]ut of memory: Killed process \d+|^\S.*Killed process \d+ \(.*\) total-vm:|oom-kill:constraint="
+        r"|Memory cgroup out of memory|Out of memory: Kill process \d+ \(.*\) score \d+|invoked oom-killer: gfp_mask=",
         "The kernel's OOM killer ended the process (host RAM, not HBM): lower host-side memory (data "
         "loading, checkpoint staging, number of processes per host).",
         "https://github.com/pcyin/tranX/issues/41",
@@ -833,6 +864,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "already allocated; 9.28 GiB free; 4.68 MiB cached)",
     ),
     _sig(
+        "ray-node-low-memory",
+        "memory",
+        85,
+        r"Task was killed due to the node running low on memory"
+        r"|Workers? \(tasks / actors\) killed due to memory pressure",
+        "Ray's memory monitor killed a worker (host RAM): lower per-task memory or parallelism on that node.",
+        "https://github.com/real-stanford/flingbot/issues/11",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ),
+    _sig(
         "resource-exhausted-allocate",
         "memory",
         70,
@@ -852,35 +893,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:",
     ),
     _sig(
-        "kernel-oom-kill-variants",
-        "memory",
-        85,
-        r"Out of memory: Kill process \d+ \(.*\) score \d+ or sacrifice child|invoked oom-killer: gfp_mask=",
-        "The kernel's OOM killer ran (host RAM, not HBM): lower host-side memory (data loading, "
-        "checkpoint staging, processes per host).",
-        "https://github.com/alibaba-archive/alicloud-duplicity/issues/3",
-        "[35881895.791331] Out of memory: Kill process 21518 (python2) score 752 or sacrifice child",
-    ),
-    _sig(
         "process-killed",
         "memory",
         20,
-        r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S",
+        r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
+        r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
+        r"|returned non-zero exit status -9\b",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
         "'Out of memory' on that worker.",
         "https://github.com/tmux/tmux/issues/2364",
         "Killed",
-    ),
-    _sig(
-        "exit-137-sigkill",
-        "memory",
-        30,
-        r"exit code 137 \(interrupted by signal 9: SIGKILL\)"
-        r"|Signal 9 \(SIGKILL\) received by PID \d+|returned non-zero exit status -9\b",
-        "The process was SIGKILLed, most often by the OOM killer: check `dmesg` for 'Out of memory' on "
-        "that worker and lower host-side memory.",
-        "https://github.com/davidsandberg/facenet/issues/236",
-        "Process finished with exit code 137 (interrupted by signal 9: SIGKILL)",
     ),
     _sig(
         "ray-worker-died-system-error",
@@ -976,6 +998,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/google-research/t5x/issues/997",
         "UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run your code "
         "on all TPU hosts? See https://jax.readthedocs.io/en/latest/multi_process.html for more information.",
+    ),
+    _sig(
+        "jax-controller-connect-failed",
+        "collective",
+        60,
+        r"Failed to connect to distributed JAX controller",
+        "Not every process reached the JAX coordinator: a task crashed before connecting, was never "
+        "started, or cannot reach process 0's address; check every worker's log and the coordinator address.",
+        _XLA_GH + "xla/pjrt/distributed/client.cc",
+        "Failed to connect to distributed JAX controller: waited too long for some tasks to show up. This may "
+        "be due to 1) some tasks crashed earlier before connecting, 2) some tasks were never scheduled, or 3) "
+        "scheduling delays.",
+        consequence=True,
     ),
     _sig(
         "jax-tasks-unhealthy",
@@ -1078,16 +1113,6 @@ SIGNATURES: tuple[Signature, ...] = (
         consequence=True,
     ),
     _sig(
-        "xla-mesh-master-unreachable",
-        "collective",
-        60,
-        r"Failed to connect to client mesh master",
-        "A torch_xla replica could not reach the mesh master (the XRT rendezvous service): the master "
-        "process died or is unreachable, or the rendezvous ran outside the spawned processes.",
-        "https://github.com/pytorch/xla/issues/2604",
-        "Failed to connect to client mesh master: d7c1c93dfe8c:56419",
-    ),
-    _sig(
         "torch-rendezvous-store-frame",
         "collective",
         45,
@@ -1112,7 +1137,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "xla-mesh-connect-check-failed",
         "collective",
         60,
-        r"mesh_service\.cc:\d+ : Check failed: impl_->channel",
+        r"mesh_service\.cc:\d+ : Check failed: impl_->channel|Failed to connect to client mesh master",
         "A torch_xla (XRT) replica could not connect to the mesh service in time: the master replica "
         "died or is unreachable; check the first replica's log and the network between workers.",
         "https://github.com/pytorch/xla/issues/4115",
@@ -1135,7 +1160,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "disk-full",
         "disk",
         85,
-        r"No space left on device",
+        r"[Nn]o space left on device|\bENOSPC\b",
         "A filesystem is full: the message names the path; free space there (old checkpoints, caches, "
         "docker images, /dev/shm) or move it to a larger disk.",
         "https://github.com/hpcaitech/Open-Sora/issues/663",
@@ -1145,7 +1170,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "disk-quota-exceeded",
         "disk",
         85,
-        r"[Dd]isk quota exceeded",
+        r"[Dd]isk quota exceeded|\bEDQUOT\b",
         "The user's or project's quota on that filesystem is used up (even with free space on the disk): "
         "clean up or write to a filesystem with quota left.",
         "https://github.com/KennthShang/HostG/issues/7",

@@ -170,8 +170,25 @@ def test_text_without_a_known_signature_gives_no_finding():
 # holds for the class, across versions and tools, not for one excerpt.
 CLASS_VARIANTS = [
     # jax: the older ValueError, and the newer RuntimeError that wraps after "jax" (ROCm/jax#756)
-    ("jaxlib-older-than-jax", "ValueError: jaxlib is version 0.1.69, but this version of jax requires version 0.1.74."),
-    ("jaxlib-older-than-jax", "RuntimeError: jaxlib is version 0.9.0, but this version of jax\n"),
+    (
+        "jax-jaxlib-version-skew",
+        "ValueError: jaxlib is version 0.1.69, but this version of jax requires version 0.1.74.",
+    ),
+    ("jax-jaxlib-version-skew", "RuntimeError: jaxlib is version 0.9.0, but this version of jax\n"),
+    (
+        "jax-jaxlib-version-skew",
+        "RuntimeError: jaxlib version 0.4.14 is newer than and incompatible with jax version 0.4.6.",
+    ),
+    # signatures folded into one class: kernel OOM wordings, paramiko's refusals, the XRT mesh master
+    ("host-oom-killer", "[35881895.791331] Out of memory: Kill process 21518 (python2) score 752 or sacrifice child"),
+    ("host-oom-killer", "[12345.6789] Memory cgroup out of memory: Killed process 4242 (python3) total-vm:123kB"),
+    ("ssh-permission-denied", "AuthenticationException: Authentication failed."),
+    (
+        "ssh-connection-refused",
+        "paramiko.ssh_exception.NoValidConnectionsError: [Errno None] Unable to connect to port 22 on 10.0.89.23",
+    ),
+    ("xla-mesh-connect-check-failed", "Failed to connect to client mesh master: d7c1c93dfe8c:56419"),
+    ("process-killed", "Process finished with exit code 137 (interrupted by signal 9: SIGKILL)"),
     # torch_xla: the pybind check, set_device_type after init (pytorch/xla#5948), a notebook's own words
     (
         "torch-xla-runtime-already-initialized",
@@ -207,9 +224,9 @@ CLASS_VARIANTS = [
     # SIGKILL as shells and progress bars show it
     ("process-killed", " 20%|████                | 216/1063 [00:27<02:17,  6.17it/s]Killed"),
     ("process-killed", "zsh: killed     python train.py"),
-    ("exit-137-sigkill", "torch.distributed.elastic.multiprocessing.api: Signal 9 (SIGKILL) received by PID 4242"),
+    ("process-killed", "torch.distributed.elastic.multiprocessing.api: Signal 9 (SIGKILL) received by PID 4242"),
     (
-        "exit-137-sigkill",
+        "process-killed",
         "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status -9.",
     ),
     # device memory in PyTorch's newer wording (pytorch/pytorch#16417)
@@ -237,6 +254,50 @@ CLASS_VARIANTS = [
         "xla-mesh-connect-check-failed",
         "RuntimeError: tensorflow/compiler/xla/xla_client/mesh_service.cc:316 : Check failed: impl_->channel->",
     ),
+    # OpenSSH across versions and paths
+    ("ssh-kex-closed", "ssh_exchange_identification: read: Connection reset by peer"),
+    ("ssh-connection-dropped", "Connection closed by 10.164.0.3 port 22"),
+    (
+        "ssh-algorithm-negotiation",
+        "Unable to negotiate with 10.0.0.1 port 22: no matching key exchange method found. Their offer: "
+        "diffie-hellman-group1-sha1",
+    ),
+    (
+        "paramiko-host-key-unknown",
+        "paramiko.ssh_exception.SSHException: Server '192.168.0.27' not found in known_hosts",
+    ),
+    ("gcloud-ssh-failed", "ERROR: (gcloud.compute.tpus.tpu-vm.scp) [/usr/bin/scp] exited with return code [1]."),
+    # compiled wheels that do not belong together (openxla/xla#14433, NumPy's older ABI check)
+    (
+        "native-undefined-symbol",
+        "ImportError: /root/.cache/bazel/_bazel_root/aa54/execroot/xla/bazel-out/k8-opt/bin/xla/python/"
+        "xla_extension.so: undefined symbol: descriptor_table_xla_2fxla_5fdata_2eproto",
+    ),
+    ("numpy-abi-mismatch", "RuntimeError: module compiled against API version 0x10 but this version of numpy is 0xe"),
+    ("frontend-module-missing", "ModuleNotFoundError: No module named 'flax.linen.partitioning'"),
+    # a platform JAX never initialised, whichever was asked for
+    (
+        "jax-unknown-backend",
+        "RuntimeError: Unknown backend: 'gpu' requested, but no platforms that are instances of gpu are present. "
+        "Platforms present are: cpu",
+    ),
+    (
+        "jax-unknown-backend",
+        "RuntimeError: Unknown backend tpu requested, but no platforms that are instances of tpu are present.",
+    ),
+    # Ray's memory monitor, in the raylet's own words (WM-PO/WMPO#3)
+    (
+        "ray-node-low-memory",
+        "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at",
+    ),
+    (
+        "jax-controller-connect-failed",
+        "E0101 client.cc:100] Failed to connect to distributed JAX controller: UNAVAILABLE",
+    ),
+    # full disks as Go (docker) and Node print them
+    ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
+    ("disk-full", "Error: ENOSPC: no space left on device, write"),
 ]
 
 
