@@ -190,12 +190,24 @@ def layer_remedy(layer: str) -> str:
         raise ValueError(f"unknown layer {layer!r}; expected one of {', '.join(LAYERS)}") from None
 
 
+# What launchers put before a process's own line: torchrun's "[rank0]:", Ray's
+# "(pid=3030, ip=10.0.0.1)", "(BackendExecutor pid=7850)" or "(raylet)", xla_dist's
+# "2020-07-11 06:43:09 10.164.0.3 [2]". A line is matched with and without it, so a
+# signature anchored at the start of the process's line still holds behind a launcher.
+_LAUNCHER_PREFIX = re.compile(
+    r"^(?:\s*(?:\[rank\d+\]:|\([\w:.-]*(?: ?pid=\d+)?(?:, ip=[\d.]+)?\)"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ \[\d+\]))+ ?"
+)
+
+
 def match_line(line: str) -> Signature | None:
-    """The highest-priority signature a single line matches, or None."""
+    """The highest-priority signature a single line matches (behind a launcher's prefix too), or None."""
     text = line[:MAX_LINE_SEARCH]
+    bare = _LAUNCHER_PREFIX.sub("", text, count=1)
+    texts = (text,) if bare == text else (text, bare)
     best: Signature | None = None
     for sig in SIGNATURES:
-        if (best is None or sig.priority > best.priority) and sig.pattern.search(text):
+        if (best is None or sig.priority > best.priority) and any(sig.pattern.search(t) for t in texts):
             best = sig
     return best
 

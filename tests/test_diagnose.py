@@ -330,6 +330,27 @@ def test_a_near_miss_is_not_taken_for_the_class(line, sig_id):
     assert got == sig_id, finding
 
 
+@pytest.mark.parametrize(
+    ("line", "sig_id"),
+    [
+        ("2020-07-11 06:43:09 10.164.0.3 [2] Killed", "process-killed"),
+        ("(pid=3030, ip=10.202.15.237) Killed", "process-killed"),
+        ("[rank0]: Killed", "process-killed"),
+        ("(BaseWorkerMixin pid=7893) Write failed: Broken pipe", "ssh-connection-dropped"),
+        ("[rank1]: RuntimeError: something failed", "python-exception"),
+    ],
+)
+def test_a_signature_anchored_at_the_start_holds_behind_a_launchers_prefix(line, sig_id):
+    finding = diag.diagnose(line)
+    assert finding is not None and finding.signature_id == sig_id, finding
+    assert finding.line == line  # the finding keeps the line as logged
+
+
+def test_a_line_without_a_launcher_prefix_is_matched_as_is():
+    assert diag.match_line("(1) the step was slow, nothing Killed") is None
+    assert diag.match_line("Killed") is not None
+
+
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
