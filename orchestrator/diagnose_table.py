@@ -288,7 +288,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "gcloud-ssh-failed",
         "transport",
         55,
-        r"ERROR: \(gcloud\.compute\.[\w.-]*(ssh|scp)\)|ERROR: \(gcloud\.compute\.start-iap-tunnel\)",
+        # ssh itself fails with 255; any other code is the remote command's own exit status.
+        r"ERROR: \(gcloud\.compute\.[\w.-]*ssh\)(?! \[\S+\] exited with return code \[(?!255\])\d+\])"
+        r"|ERROR: \(gcloud\.compute\.[\w.-]*scp\)|ERROR: \(gcloud\.compute\.start-iap-tunnel\)",
         "gcloud could not open the SSH session to the worker (the reason is on the lines before: "
         "firewall, IAP, project or key): check `gcloud compute tpus tpu-vm ssh` by hand.",
         "https://github.com/tensorflow/tpu/issues/233",
@@ -887,7 +889,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "resource-exhausted",
         "memory",
         40,
-        r"\bRESOURCE_EXHAUSTED\b|Resource exhausted:",
+        # gRPC's message-size limit says RESOURCE_EXHAUSTED too, about a message, not memory.
+        r"\bRESOURCE_EXHAUSTED\b(?!.*message larger than max)|Resource exhausted:",
         "A runtime resource ran out, most often device memory: read the rest of the message for which.",
         "https://github.com/pytorch/xla/issues/1735",
         "RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:",

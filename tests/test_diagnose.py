@@ -320,6 +320,15 @@ NOT_THE_CLASS = [
         "libtpu-open-failed",
     ),
     ("RuntimeError: DataLoader worker (pid 8102) is killed by signal: Segmentation fault.", None),
+    # the remote command's own exit status, passed through by gcloud: not a transport failure
+    ("ERROR: (gcloud.compute.tpus.tpu-vm.ssh) [/usr/bin/ssh] exited with return code [1].", None),
+    ("ERROR: (gcloud.compute.tpus.tpu-vm.ssh) [/usr/bin/ssh] exited with return code [255].", "gcloud-ssh-failed"),
+    (
+        "grpc._channel._InactiveRpcError: status = StatusCode.RESOURCE_EXHAUSTED details = "
+        '"Received message larger than max (8388608 vs. 4194304)"',
+        None,
+    ),
+    ("XlaRuntimeError: RESOURCE_EXHAUSTED: Received message larger than max (8388608 vs. 4194304)", None),
 ]
 
 
