@@ -1214,6 +1214,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "in session e6c885828b538167; Start failure handling",
     ),
     _sig(
+        "accelerator-memory-hardware-fault",
+        "hardware",
+        85,
+        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|GPU has fallen off the bus",
+        "The accelerator reports a hardware fault (uncorrectable memory error, device lost): take that "
+        "worker out of the fleet and relaunch elsewhere; no software change fixes it.",
+        "https://github.com/vllm-project/vllm/issues/5222",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    ),
+    _sig(
         "tpu-node-unhealthy",
         "hardware",
         70,

@@ -295,6 +295,21 @@ CLASS_VARIANTS = [
         "jax-controller-connect-failed",
         "E0101 client.cc:100] Failed to connect to distributed JAX controller: UNAVAILABLE",
     ),
+    # a device memory fault, as CUDA's runtime and driver API and a NCCL watchdog report it
+    (
+        "accelerator-memory-hardware-fault",
+        "RuntimeError: cuda runtime error (39) : uncorrectable ECC error encountered at "
+        "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265",
+    ),
+    (
+        "accelerator-memory-hardware-fault",
+        "[E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: CUDA error: "
+        "uncorrectable ECC error encountered",
+    ),
+    (
+        "accelerator-memory-hardware-fault",
+        "failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_ECC_UNCORRECTABLE: uncorrectable ECC error encountered",
+    ),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
