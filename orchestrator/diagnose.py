@@ -98,15 +98,19 @@ CONFIDENT_PRIORITY = 20
 LAYER_HINTS: dict[str, re.Pattern[str]] = {
     layer: re.compile(pattern, re.IGNORECASE)
     for layer, pattern in {
-        "transport": r"\bssh\b|paramiko|sshd|known_hosts|port 22\b|connection (refused|reset|closed)|broken pipe",
+        "transport": r"\bssh\b|paramiko|sshd|known_hosts|host key|port 22\b|connection (refused|reset|closed)"
+        r"|broken pipe|\bscp\b",
         "device-ownership": r"/dev/(accel|vfio)|lockfile|already in use|resource busy",
-        "runtime-proof": r"PJRT_DEVICE|JAX_PLATFORMS|falling back to cpu|CpuDevice|TPU_[A-Z_]+|TPU initialization",
-        "bundle-skew": r"undefined symbol|cannot import name|has no attribute|ModuleNotFoundError|version mismatch",
+        "runtime-proof": r"PJRT_DEVICE|JAX_PLATFORMS|falling back to cpu|CpuDevice|TPU_[A-Z_]+|TPU initialization"
+        r"|libtpu|backend 'tpu'",
+        "bundle-skew": r"undefined symbol|cannot import name|has no attribute|ModuleNotFoundError|version mismatch"
+        r"|incompatible|ImportError",
         "cache": r"compilation cache|persistent cache|cache entry",
-        "memory": r"out of memory|\bOOM\b|RESOURCE_EXHAUSTED|bad_alloc|\bKilled\b",
-        "collective": r"rendezvous|barrier|coordinat|heartbeat|\bgloo\b|\bnccl\b|collective|\bpeer\b",
-        "disk": r"no space|quota|\bdisk\b",
-        "hardware": r"hardware|unhealthy|\bICI\b|chip (error|failure)",
+        "memory": r"out of memory|\bOOM\b|RESOURCE_EXHAUSTED|bad_alloc|\bKilled\b|MemoryError|SIGKILL",
+        "collective": r"rendezvous|barrier|coordinat|heartbeat|\bgloo\b|\bnccl\b|collective|\bpeer\b|c10d"
+        r"|DistNetworkError|world_size",
+        "disk": r"no space|quota|\bdisk\b|/dev/shm|ENOSPC",
+        "hardware": r"hardware|unhealthy|\bICI\b|chip (error|failure)|\bECC\b|preempt",
     }.items()
 }
 

@@ -626,6 +626,21 @@ def test_an_unrecognised_log_answers_unknown_with_hint_candidates():
     assert diag.verdict("all good\n").candidates == ()
 
 
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("Traceback (most recent call last):\nMemoryError: std::bad_alloc\n", "memory"),
+        ("RuntimeError: world_size mismatch while joining c10d\n", "collective"),
+        ("ImportError: DLL load failed: the library is incompatible\n", "bundle-skew"),
+        ("OSError: cannot map /dev/shm/torch_123\n", "disk"),
+        ("RuntimeError: lost the worker after a preemption notice\n", "hardware"),
+    ],
+)
+def test_an_unknown_verdict_ranks_the_layer_its_words_point_to_first(text, first):
+    v = diag.verdict(text)
+    assert v.layer == "unknown" and v.candidates[:1] == (first,), v
+
+
 def test_a_confident_line_answers_its_layer():
     v = diag.verdict("OSError: [Errno 28] No space left on device\n")
     assert (v.layer, v.candidates) == ("disk", ())
