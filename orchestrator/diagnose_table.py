@@ -519,24 +519,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "yet. (set JAX_PLATFORMS='' to automatically choose an available backend)",
     ),
     _sig(
-        "xla-use-bf16-deprecated",
+        "xla-env-deprecated",
         "runtime-proof",
         30,
-        r"XLA_USE_BF16 will be deprecated",
-        "XLA_USE_BF16 is set: drop it from the runtime profile (it breaks the current Pallas attention "
-        "path) and cast the model to bf16 in code.",
+        r"XLA_USE_BF16 will be deprecated|XLA_USE_SPMD is being deprecated",
+        "A deprecated torch_xla variable is set: drop XLA_USE_BF16 (it breaks the current Pallas attention "
+        "path; cast the model to bf16 in code) and XLA_USE_SPMD (call torch_xla.runtime.use_spmd() before "
+        "any XLA tensor exists) from the runtime profile.",
         _PTXLA_GH + "torch_xla/csrc/dtype.cpp",
         "XLA_USE_BF16 will be deprecated after the 2.5 release, please convert your model to bf16 directly",
-    ),
-    _sig(
-        "xla-use-spmd-deprecated",
-        "runtime-proof",
-        30,
-        r"XLA_USE_SPMD is being deprecated",
-        "XLA_USE_SPMD is set: drop it; SPMD is switched on by torch_xla.runtime.use_spmd() before any "
-        "XLA tensor exists.",
-        _PTXLA_GH + "torch_xla/runtime.py",
-        "XLA_USE_SPMD is being deprecated. Use torch_xla.runtime.use_spmd() without setting XLA_USE_SPMD env-var.",
     ),
     _sig(
         "jax-tpu-driver-backend-failed",
@@ -944,28 +935,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "trying to connect to (172.17.0.9, 46229).",
     ),
     _sig(
-        "jax-barrier-timeout",
+        "jax-coordination-deadline",
         "collective",
         65,
-        r"DEADLINE_EXCEEDED: Barrier timed out",
-        "Not every process reached jax.distributed.initialize in time: find the missing tasks named on "
-        "the following lines (they did not start or crashed first) and relaunch the gang.",
+        r"DEADLINE_EXCEEDED: Barrier timed out|CoordinationService/RegisterTask"
+        r"|Coordination service agent in error status: DEADLINE_EXCEEDED",
+        "Not every process reached the JAX coordinator (process 0) in time: find the missing tasks named "
+        "on the following lines (they did not start, crashed first or cannot reach the coordinator "
+        "address/port) and relaunch the gang.",
         "https://github.com/ayaka14732/llama-2-jax/issues/20",
         "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: "
         "PjRT_Client_Connect. Timed out task names:",
-        consequence=True,
-    ),
-    _sig(
-        "jax-register-task-deadline",
-        "collective",
-        65,
-        r"CoordinationService/RegisterTask|Coordination service agent in error status: DEADLINE_EXCEEDED",
-        "Not every process registered with the JAX coordinator in time: a worker did not start or "
-        "cannot reach the coordinator (process 0); check every worker started and the coordinator "
-        "address/port, then relaunch the gang.",
-        "https://github.com/google/paxml/issues/77",
-        "2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] Coordination "
-        "service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded",
         consequence=True,
     ),
     _sig(
@@ -1124,6 +1104,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "reachable from every worker, rank 0 is up and WORLD_SIZE/RANK are right.",
         "https://github.com/yangkky/distributed_tutorial/issues/3",
         "    store = TCPStore(master_addr, master_port, world_size, start_daemon)",
+    ),
+    _sig(
+        "c10d-server-listen-failed",
+        "collective",
+        65,
+        r"The server socket has failed to listen on any local network address",
+        "The rendezvous port on the first worker is taken (a leftover process of an earlier run, or two "
+        "jobs sharing MASTER_PORT): stop the leftover process or give each job its own port.",
+        "https://github.com/showlab/Tune-A-Video/issues/90",
+        "RuntimeError: The server socket has failed to listen on any local network address. The server socket "
+        "has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+    ),
+    _sig(
+        "nccl-system-error",
+        "collective",
+        55,
+        r"NCCL error in: \S+, (unhandled system error|remote process exited or there was a network error)"
+        r"|\bnccl(System|Remote)Error\b",
+        "NCCL lost or could not open a connection between ranks: set NCCL_SOCKET_IFNAME to the interface "
+        "the workers share, check the other ranks are up (the first to fail has the cause), and relaunch.",
+        "https://github.com/vllm-project/vllm/issues/10523",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+        "1333, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
     ),
     _sig(
         "c10d-store-connect-timeout",

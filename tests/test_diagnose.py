@@ -310,6 +310,33 @@ CLASS_VARIANTS = [
         "accelerator-memory-hardware-fault",
         "failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_ECC_UNCORRECTABLE: uncorrectable ECC error encountered",
     ),
+    # folded: the JAX coordinator deadline in its barrier and registration forms (google/paxml#77)
+    (
+        "jax-coordination-deadline",
+        "2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] Coordination "
+        "service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded",
+    ),
+    (
+        "xla-env-deprecated",
+        "XLA_USE_SPMD is being deprecated. Use torch_xla.runtime.use_spmd() without setting XLA_USE_SPMD env-var.",
+    ),
+    # the c10d port taken, in torch's newer wording (om-ai-lab/VLM-R1#289)
+    (
+        "c10d-server-listen-failed",
+        "RuntimeError: The server socket has failed to listen on any local network address. port: 29500, "
+        "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use.",
+    ),
+    # NCCL connection failures across torch releases (pytorch/pytorch#111187, #149984, NVIDIA/nccl#207)
+    (
+        "nccl-system-error",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1691, "
+        "remote process exited or there was a network error, NCCL version 2.19.3",
+    ),
+    (
+        "nccl-system-error",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+    ),
+    ("nccl-system-error", "NCCL error in: /torch/lib/c10d/ProcessGroupNCCL.cpp:260, unhandled system error"),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
@@ -335,6 +362,12 @@ NOT_THE_CLASS = [
         "libtpu-open-failed",
     ),
     ("RuntimeError: DataLoader worker (pid 8102) is killed by signal: Segmentation fault.", None),
+    # NCCL's CUDA-side failures have no single owner (a driver, a version or a device): no confident layer
+    (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1331, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+        None,
+    ),
     # the remote command's own exit status, passed through by gcloud: not a transport failure
     ("ERROR: (gcloud.compute.tpus.tpu-vm.ssh) [/usr/bin/ssh] exited with return code [1].", None),
     ("ERROR: (gcloud.compute.tpus.tpu-vm.ssh) [/usr/bin/ssh] exited with return code [255].", "gcloud-ssh-failed"),
