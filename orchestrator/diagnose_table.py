@@ -265,12 +265,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "kex_exchange_identification: Connection closed by remote host",
     ),
     _sig(
-        "paramiko-auth-frame",
+        "ssh-client-frame",
         "transport",
         45,
-        r"paramiko[/\\]client\.py\", line \d+, in _auth",
-        "The traceback ends in paramiko's login: the worker refused the credentials; check the fleet's "
-        "ssh user and key for this worker.",
+        # A traceback through the SSH client's connect or login: whatever the last line says (a socket
+        # error, a refused key, an unknown host key), the worker was not reached.
+        r"paramiko[/\\](client|transport)\.py\", line \d+, in (_auth|connect|auth_\w+|start_client)\b"
+        r"|fabric[/\\]connection\.py\", line \d+, in open\b",
+        "The traceback ends in the SSH client's connection or login to the worker: the last lines say why "
+        "(refused credentials, unreachable port, unknown host key); check the fleet's ssh settings for it.",
         "https://github.com/paramiko/paramiko/issues/2316",
         'File "D:\\23.10.17\\smartIDC\\python39\\lib\\site-packages\\paramiko\\client.py", line 766, in _auth',
     ),

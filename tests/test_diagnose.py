@@ -337,6 +337,10 @@ CLASS_VARIANTS = [
         "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
     ),
     ("nccl-system-error", "NCCL error in: /torch/lib/c10d/ProcessGroupNCCL.cpp:260, unhandled system error"),
+    # tracebacks through the SSH client's connect (paramiko/paramiko#529) or fabric's open
+    ("ssh-client-frame", '  File "C:\\Python36\\lib\\site-packages\\paramiko\\client.py", line 362, in connect'),
+    ("ssh-client-frame", '  File "/usr/lib/python3/dist-packages/paramiko/transport.py", line 1656, in auth_publickey'),
+    ("ssh-client-frame", '  File "/opt/venv/lib/python3.11/site-packages/fabric/connection.py", line 634, in open'),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
@@ -613,6 +617,9 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     smoke = run_bench("--smoke", "--heldback", str(missing))
     assert smoke.returncode == 0, smoke.stderr
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
+    doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
+    assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
+    assert any("held-back set is missing" in f for f in doc["failures"])
 
 
 def test_the_bench_with_a_held_back_file_prints_both_tables_and_applies_the_bar(tmp_path):
