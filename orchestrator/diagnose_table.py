@@ -173,9 +173,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "transport",
         75,
         r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)"
-        r"|AuthenticationException: Authentication failed|paramiko\.transport Authentication \(\w+\) failed",
-        "The worker refused the login: check the fleet's ssh user and key for this worker "
-        "(authorized_keys on the worker, key path and agent on this side).",
+        r"|AuthenticationException: Authentication failed|paramiko\.transport Authentication \(\w+\) failed"
+        # the same refusal seen from the key's side, or after too many keys were offered
+        r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
+        r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
+        r"|PasswordRequiredException: Private key file is encrypted|SSHException: No existing session",
+        "The worker refused the login, or the key could not be offered: check the fleet's ssh user and key "
+        "for this worker (authorized_keys on the worker; key path, permissions, format and agent on this side).",
         "https://github.com/openai/tart/issues/1135",
         "admin@192.168.64.15: Permission denied (publickey,password,keyboard-interactive).",
     ),
@@ -248,7 +252,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh-banner-not-read",
         "transport",
         70,
-        r"Error reading SSH protocol banner",
+        r"Error reading SSH protocol banner|Connection timed out during banner exchange",
         "The SSH handshake got no (or no SSH) banner: the worker's sshd is overloaded, still starting, "
         "or something else answers on the port; check sshd on the worker and raise the banner timeout.",
         "https://github.com/fabric/fabric/issues/2157",
@@ -873,7 +877,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "resource-exhausted-allocate",
         "memory",
         70,
-        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes",
+        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes|OOM when allocating tensor with shape",
         "An allocation failed for lack of device memory: reduce the footprint or shard more.",
         "https://github.com/google-deepmind/alphafold/issues/1023",
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "

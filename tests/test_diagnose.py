@@ -341,6 +341,18 @@ CLASS_VARIANTS = [
     ("ssh-client-frame", '  File "C:\\Python36\\lib\\site-packages\\paramiko\\client.py", line 362, in connect'),
     ("ssh-client-frame", '  File "/usr/lib/python3/dist-packages/paramiko/transport.py", line 1656, in auth_publickey'),
     ("ssh-client-frame", '  File "/opt/venv/lib/python3.11/site-packages/fabric/connection.py", line 634, in open'),
+    # a refused or unusable login key, as OpenSSH and paramiko word it
+    ("ssh-permission-denied", "Received disconnect from 10.0.0.7 port 22:2: Too many authentication failures"),
+    ("ssh-permission-denied", "sign_and_send_pubkey: no mutual signature supported"),
+    ("ssh-permission-denied", "@         WARNING: UNPROTECTED PRIVATE KEY FILE!          @"),
+    ("ssh-permission-denied", 'Load key "/home/u/.ssh/id_ed25519": bad permissions'),
+    ("ssh-permission-denied", "paramiko.ssh_exception.PasswordRequiredException: Private key file is encrypted"),
+    ("ssh-permission-denied", "paramiko.ssh_exception.SSHException: No existing session"),
+    ("ssh-banner-not-read", "Connection timed out during banner exchange"),
+    (
+        "resource-exhausted-allocate",
+        "ResourceExhaustedError: OOM when allocating tensor with shape[8192,8192] and type float",
+    ),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
