@@ -355,7 +355,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "tpu-vfio-busy",
         "device-ownership",
         90,
-        r"open\(/dev/vfio/\w+\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+",
+        r"open\(/dev/(vfio/\w+|accel\d+)\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+",
         "Another process has the TPU's VFIO device open: `fuser -v /dev/vfio/*` names it; stop the "
         "orphan (often a child process of an earlier run) and retry.",
         "https://github.com/marin-community/marin/issues/2618",
@@ -678,12 +678,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "A module that was compiled using NumPy 1.x cannot be run in",
     ),
     _sig(
-        "native-undefined-symbol",
+        "native-extension-mismatch",
         "bundle-skew",
         # Below the torch_xla-specific one: any compiled extension that misses a symbol of the
-        # library it was built against (jaxlib against absl, torchvision against torch).
+        # library it was built against (jaxlib against absl, torchvision against torch), or a
+        # torch/XLA extension whose companion library is not installed beside it.
         55,
-        r"\.so(\.[\w.]+)?: undefined symbol: \w+",
+        r"\.so(\.[\w.]+)?: undefined symbol: \w+"
+        r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file",
         "A compiled extension was built against another version of a library it loads: install the "
         "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
         "https://github.com/conda-forge/jaxlib-feedstock/issues/139",
@@ -1057,7 +1059,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "gloo-peer-closed",
         "collective",
         55,
-        r"gloo/transport/tcp/pair\.cc:\d+\] (Connection closed by peer|Read error .*Connection reset by peer)",
+        r"gloo/transport/tcp/pair\.cc:\d+\] (Connection closed by peer|Read error .*Connection reset by peer)"
+        # a peer that never answers: gloo's wait on an unbound buffer times out
+        r"|gloo/transport/tcp/unbound_buffer\.cc:\d+\] Timed out waiting \d+ms for (recv|send) operation",
         "A gloo peer went away mid-collective: the rank at that address crashed or was killed first; "
         "read its log, then relaunch the gang.",
         "https://github.com/pytorch/pytorch/issues/75512",
@@ -1078,7 +1082,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl-watchdog-timeout",
         "collective",
         60,
-        r"Watchdog caught collective operation timeout",
+        r"Watchdog caught collective operation timeout|Some NCCL operations have failed or timed out"
+        r"|ProcessGroupNCCL's watchdog got stuck",
         "A collective waited past its timeout on this rank: another rank did not reach it (crashed, "
         "stuck or diverged); find the first rank that failed, then relaunch the gang.",
         "https://github.com/XPixelGroup/BasicSR/issues/737",

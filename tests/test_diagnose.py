@@ -269,7 +269,7 @@ CLASS_VARIANTS = [
     ("gcloud-ssh-failed", "ERROR: (gcloud.compute.tpus.tpu-vm.scp) [/usr/bin/scp] exited with return code [1]."),
     # compiled wheels that do not belong together (openxla/xla#14433, NumPy's older ABI check)
     (
-        "native-undefined-symbol",
+        "native-extension-mismatch",
         "ImportError: /root/.cache/bazel/_bazel_root/aa54/execroot/xla/bazel-out/k8-opt/bin/xla/python/"
         "xla_extension.so: undefined symbol: descriptor_table_xla_2fxla_5fdata_2eproto",
     ),
@@ -353,6 +353,19 @@ CLASS_VARIANTS = [
         "resource-exhausted-allocate",
         "ResourceExhaustedError: OOM when allocating tensor with shape[8192,8192] and type float",
     ),
+    ("native-extension-mismatch", "ImportError: libc10.so: cannot open shared object file: No such file or directory"),
+    ("tpu-vfio-busy", "TPU initialization failed: open(/dev/accel0): Device or resource busy"),
+    # a peer gone quiet, as gloo's unbound buffer and NCCL's watchdog report it (pytorch/gloo#228)
+    (
+        "gloo-peer-closed",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms "
+        "for recv operation to complete",
+    ),
+    (
+        "nccl-watchdog-timeout",
+        "[Rank 0] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, "
+        "subsequent GPU operations might run on corrupted/incomplete data.",
+    ),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
@@ -378,6 +391,8 @@ NOT_THE_CLASS = [
         "libtpu-open-failed",
     ),
     ("RuntimeError: DataLoader worker (pid 8102) is killed by signal: Segmentation fault.", None),
+    # libtpu.so is not a torch/XLA companion library: this bare line names no layer
+    ("ImportError: libtpu.so: cannot open shared object file: No such file or directory", None),
     # NCCL's CUDA-side failures have no single owner (a driver, a version or a device): no confident layer
     (
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1331, "
