@@ -441,7 +441,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "tpu-topology-env-unset",
         "runtime-proof",
         70,
-        r"could not determine TPU (accelerator type|worker hostnames)",
+        r"could not determine TPU (accelerator type|worker hostnames)|Failed to find host bounds for accelerator type",
         "libtpu could not learn the slice topology: set TPU_SKIP_MDS_QUERY=1, TPU_ACCELERATOR_TYPE, "
         "TPU_WORKER_ID and TPU_WORKER_HOSTNAMES explicitly (the fleet's runtime policy does).",
         "https://pypi.org/project/libtpu/",

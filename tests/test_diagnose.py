@@ -366,6 +366,7 @@ CLASS_VARIANTS = [
         "[Rank 0] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, "
         "subsequent GPU operations might run on corrupted/incomplete data.",
     ),
+    ("tpu-topology-env-unset", "E0000 tpu_hal.cc:57] Failed to find host bounds for accelerator type v4-16"),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
