@@ -440,6 +440,24 @@ def test_a_line_without_a_launcher_prefix_is_matched_as_is():
     assert diag.match_line("Killed") is not None
 
 
+HEALTHY_RUN = """\
+Warning: Permanently added '10.0.0.5' (ED25519) to the list of known hosts.
+WARNING:root:libtpu.so and TPU device found. Setting PJRT_DEVICE=TPU.
+I0101 00:00:01.000000 1234 client.cc:101] Connected to distributed JAX controller
+[rank0]: NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>
+DEBUG:jax._src.compiler:Persistent compilation cache hit for 'jit_train_step'
+step 100 loss 2.31 tokens/s 12000 hbm 14.2G/16.0G
+ 100%|##########| 1063/1063 [02:17<00:00,  7.73it/s]
+Saving checkpoint to /data/ckpt/step_100 (120G free)
+2020-07-11 06:43:09 10.164.0.3 [2] Epoch 3 train done, killed 0 stragglers
+"""
+
+
+def test_a_healthy_run_names_no_layer():
+    assert [f.signature_id for f in diag.classify(HEALTHY_RUN) if f.priority >= diag.CONFIDENT_PRIORITY] == []
+    assert not diag.verdict(HEALTHY_RUN).known
+
+
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
