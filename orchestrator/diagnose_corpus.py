@@ -65,9 +65,9 @@ def load_corpus(path: Path = CORPUS_PATH) -> list[Entry]:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise CorpusError(f"{path}{where}: not valid YAML") from None
-    raw = doc.get("entries") if isinstance(doc, dict) else None
+    raw = doc.get("entries") if isinstance(doc, dict) else doc  # a bare list of entries is accepted too
     if not isinstance(raw, list):
-        raise CorpusError(f"{path}: expected a mapping with an 'entries' list")
+        raise CorpusError(f"{path}: expected a mapping with an 'entries' list (or a list of entries)")
     entries: list[Entry] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):

@@ -601,6 +601,12 @@ def test_the_split_is_by_file_and_a_missing_held_back_file_is_none(tmp_path):
     assert [e.id for e in parts["held"] or []] == ["h-1"] and parts["tune"] == load_corpus()
 
 
+def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
+    held = write_held(tmp_path / "h.yaml", ("h-1", "other", "RuntimeError: loss is nan"))
+    held.write_text(held.read_text().removeprefix("entries:\n"))
+    assert [(e.id, e.layer) for e in load_parts(held=held)["held"] or []] == [("h-1", "other")]
+
+
 def test_an_id_in_both_files_is_refused_naming_the_file(tmp_path):
     same = load_corpus()[0].id
     held = write_held(tmp_path / "h.yaml", (same, "disk", "OSError: [Errno 28] No space left on device"))
