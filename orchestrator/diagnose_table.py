@@ -790,7 +790,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "hbm-oom",
         "memory",
         90,
-        r"Ran out of memory in memory space hbm",
+        r"Ran out of memory in memory space hbm|\bCompileTimeHbmOom\b",
         "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "
         "the largest allocations listed after this line.",
         "https://github.com/tensorflow/tpu/issues/385",
@@ -801,7 +801,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "vmem-oom",
         "memory",
         90,
-        r"Ran out of memory in memory space vmem",
+        r"Ran out of memory in memory space vmem|\bCompileTimeScopedVmemOom\b|exceeded scoped vmem limit",
         "A kernel (often a Pallas kernel) needs more VMEM than available: use smaller block sizes or "
         "raise vmem_limit_bytes within the chip's capacity.",
         "https://github.com/pytorch/xla/issues/9524",

@@ -367,6 +367,10 @@ CLASS_VARIANTS = [
         "subsequent GPU operations might run on corrupted/incomplete data.",
     ),
     ("tpu-topology-env-unset", "E0000 tpu_hal.cc:57] Failed to find host bounds for accelerator type v4-16"),
+    # libtpu's newer error codes for compile-time OOM, and the scoped-VMEM limit of a Pallas kernel
+    ("hbm-oom", "RESOURCE_EXHAUSTED: CompileTimeHbmOom"),
+    ("vmem-oom", "CompileTimeScopedVmemOom: Ran out of memory in memory space vmem ... for"),
+    ("vmem-oom", "37.22M and limit 32.00M exceeded scoped vmem limit by 5.22M."),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
