@@ -1020,7 +1020,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "jax-distributed-fatal",
         "collective",
         50,
-        r"Terminating process because the JAX distributed service detected fatal errors",
+        r"Terminating process because the JAX distributed service detected fatal errors"
+        # the coordination service's own word for the same: a task never reached the shutdown barrier
+        r"|Shutdown barrier has failed",
         "The JAX distributed service aborted this process (rc 134) because of another task: read the "
         "status after 'absl::Status:' and the log of the task it names.",
         _JAX_GH + "docs/fault_tolerance.rst",

@@ -126,6 +126,16 @@ def test_on_equal_priority_the_earliest_line_wins():
     assert (finding.signature_id, finding.line_number) == ("ssh-connection-refused", 1)
 
 
+def test_an_oom_outranks_the_shutdown_barrier_failure_it_causes():
+    text = (
+        "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 118175653888 bytes.\n"
+        "INTERNAL: Shutdown barrier has failed.\n"
+    )
+    finding = diag.diagnose(text)
+    assert finding is not None and (finding.layer, finding.line_number) == ("memory", 1)
+    assert diag.classify(text)[1].consequence
+
+
 def test_a_peer_crash_outranks_the_heartbeat_failure_it_causes():
     text = (
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
@@ -371,6 +381,7 @@ CLASS_VARIANTS = [
     ("hbm-oom", "RESOURCE_EXHAUSTED: CompileTimeHbmOom"),
     ("vmem-oom", "CompileTimeScopedVmemOom: Ran out of memory in memory space vmem ... for"),
     ("vmem-oom", "37.22M and limit 32.00M exceeded scoped vmem limit by 5.22M."),
+    ("jax-distributed-fatal", "INTERNAL: Shutdown barrier has failed."),
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
