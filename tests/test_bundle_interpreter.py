@@ -244,6 +244,7 @@ def fake_prefix(tmp_path: Path) -> Path:
         "prefix": str(prefix),
         "machine": "linux-x86_64",
     }
+    sysconfigdata = f"build_time_vars = {{'LIBDIR': '{prefix}/lib'}}\n".encode()
     files = {
         "bin/python3.13": elf(f"{prefix}/lib"),
         "bin/pip3": b"#!/old/python\n",
@@ -253,7 +254,7 @@ def fake_prefix(tmp_path: Path) -> Path:
         "lib/python3.13/test/test_os.py": b"",
         "lib/python3.13/site-packages/README.txt": b"",
         "lib/python3.13/site-packages/pip/__init__.py": b"",
-        "lib/python3.13/_sysconfigdata__linux_x86_64-linux-gnu.py": f"build_time_vars = {{'L': '{prefix}/lib'}}".encode(),
+        "lib/python3.13/_sysconfigdata__linux_x86_64-linux-gnu.py": sysconfigdata,
         "lib/python3.13/config-3.13-x86_64-linux-gnu/libpython3.13.a": b"x" * 100,
     }
     for rel, data in files.items():
