@@ -81,6 +81,11 @@ def test_a_313_bundle_with_its_own_interpreter_deploys_once_runs_313_and_refuses
     home = f"/var/lib/orch/interpreters/{packed['sha256'][:16]}/python"
     assert answers == [["3.13.0", home]] * 2, ran.stdout
     assert sb.ssh(0, "python3", "--version").stdout.startswith("Python 3.11")  # the system Python stayed
+    probe = sb.orch("--fleet", fleet, "probe", "--lane", "py313", "--json", check=False, timeout=300).stdout
+    rows = json.loads(probe)["rows"]
+    bundle_checks = [c for row in rows for c in row["checks"] if c["name"] == "bundle"]
+    assert len(bundle_checks) == 2 and all(c["status"] == "ok" for c in bundle_checks), probe
+    assert all(f"python 3.13.0 from archive {packed['sha256'][:12]}" in c["summary"] for c in bundle_checks), probe
 
     again = json.loads(sb.orch("--fleet", fleet, "deploy", "--lane", "py313", "--json").stdout)
     assert again["controller_bytes"] == 0 and {w["status"] for w in again["workers"].values()} == {"unchanged"}
