@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 from typing import Any
 
 from hostside.deploy_store import COMPLETE, DeployFailure
@@ -75,6 +76,7 @@ def unpack(layout: Layout, interpreter: dict[str, Any], token: str) -> str:
     archive = layout.wheel(interpreter["sha256"], interpreter["filename"])
     parent = os.path.dirname(final)
     os.makedirs(parent, exist_ok=True)
+    _sweep(parent, os.path.basename(final))
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.unpack-{token}-", dir=parent)
     try:
         _extract(archive, tmp, interpreter["filename"])
@@ -91,6 +93,19 @@ def unpack(layout: Layout, interpreter: dict[str, Any], token: str) -> str:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return executable(layout, interpreter)
+
+
+def _sweep(parent: str, name: str, idle: float = 3600.0) -> None:
+    """Remove unpack directories of `name` left by a deploy that was killed (none runs that long)."""
+    now = time.time()
+    for entry in os.listdir(parent):
+        path = os.path.join(parent, entry)
+        try:
+            stale = entry.startswith(f".{name}.unpack-") and now - os.path.getmtime(path) > idle
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _extract(archive: str, dest: str, name: str) -> None:

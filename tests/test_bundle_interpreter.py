@@ -374,3 +374,61 @@ def test_compare_shows_an_interpreter_difference_between_two_runs():
     c = receipts.compare(a, b, allow_cross_lane=True)
     diff = next(d for d in c.differences if d.item == "interpreter")
     assert (diff.a, diff.b) == ("CPython 3.11.2 (system)", "CPython 3.13.0 (archive 6070b8bd0000)")
+
+
+def script_python(prefix: str | None = None, version: str = "3.13.0") -> bytes:
+    """A python3 stand-in that answers the worker's verification as an interpreter at `prefix` would
+    (default: wherever it was unpacked)."""
+    where = f'"{prefix}"' if prefix else '"$(cd "$(dirname "$0")/.." && pwd -P)"'
+    return (
+        f"#!/bin/sh\nd={where}\n"
+        f'echo "{{\\"version\\": \\"{version}\\", \\"prefix\\": \\"$d\\", '
+        f'\\"build\\": \\"b\\", \\"libpython\\": []}}"\n'
+    ).encode()
+
+
+def stored_archive(root: Path, python: bytes) -> dict:
+    from hostside.files import sha256_file
+    from hostside.layout import Layout
+
+    staging = root / "a.tar.gz"
+    with tarfile.open(staging, "w:gz") as tf:
+        ti = tarfile.TarInfo("python/bin/python3")
+        ti.size, ti.mode = len(python), 0o755
+        tf.addfile(ti, io.BytesIO(python))
+    sha = sha256_file(staging)
+    dest = Path(Layout(str(root)).wheel(sha, "c.tar.gz"))
+    dest.parent.mkdir(parents=True)
+    staging.rename(dest)
+    return {"filename": "c.tar.gz", "sha256": sha, "size": dest.stat().st_size, "version": "3.13.0"}
+
+
+def test_the_worker_unpacks_an_interpreter_once_into_its_content_addressed_directory(tmp_path):
+    from hostside.layout import Layout
+
+    layout = Layout(str(tmp_path))
+    item = stored_archive(tmp_path, script_python())
+    python = deploy_interpreter.unpack(layout, item, "t1")
+    assert python == f"{tmp_path}/interpreters/{item['sha256'][:16]}/python/bin/python3"
+    assert (Path(python).parents[2] / ".orch-complete").exists()
+    assert deploy_interpreter.unpack(layout, item, "t2") == python  # once: the second call finds it
+    assert [p.name for p in (tmp_path / "interpreters").iterdir()] == [item["sha256"][:16]]
+
+
+@pytest.mark.parametrize(
+    ("python", "reason"),
+    [
+        (script_python(version="3.12.0"), "runs as Python 3.12.0, the lock says 3.13.0"),
+        (script_python(prefix="/root/.pyenv/versions/3.13.0"), "not relocatable: its prefix is /root/.pyenv"),
+    ],
+)
+def test_an_interpreter_that_is_not_the_locked_version_or_not_relocatable_is_refused_and_nothing_kept(
+    tmp_path, python, reason
+):
+    from hostside.deploy_store import DeployFailure
+    from hostside.layout import Layout
+
+    item = stored_archive(tmp_path, python)
+    with pytest.raises(DeployFailure, match=reason):
+        deploy_interpreter.unpack(Layout(str(tmp_path)), item, "t1")
+    assert list((tmp_path / "interpreters").iterdir()) == []
