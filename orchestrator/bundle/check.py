@@ -214,7 +214,7 @@ def _unlocked_interpreter(bundle: Bundle, base_dir: Path, wheels: Sequence[Wheel
         path = fetch_artifact(artifact_filename(spec.source), spec.source, spec.sha256, base_dir)[0]
         info = inspect_archive(path, spec.source)
     except BundleError as exc:
-        return [Finding("error", "interpreter", f"interpreter {spec.source}: {exc}")]
+        return [Finding("error", "interpreter", f"interpreter {spec.source}: {exc.message}")]
     return check_interpreter(info, bundle.python, wheels)
 
 

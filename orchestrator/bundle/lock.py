@@ -126,12 +126,14 @@ def lock_bundle(
     base_dir = fleet.base_dir.resolve()
     target = WheelTarget(bundle.python)
     root = cache_root or wheel_cache_root()
+    stats = FetchStats()
+    interp = _locked_interpreter(name, bundle, root, base_dir, stats)  # a wrong archive fails before pip runs
+    if interp is not None:
+        require_fit(name, interp, bundle.python, [])
     pip_python = pip_interpreter(bundle.python, interpreter)
     resolution = pip_resolve(name, bundle, base_dir, interpreter=pip_python)
     kept, notes = _for_target(name, bundle, resolution.wheels, target, pip_python)
-    stats = FetchStats()
     files = fetch_resolved(name, kept, root, target, pip_python, source_args(bundle, base_dir), stats)
-    interp = _locked_interpreter(name, bundle, root, base_dir, stats)
     if interp is not None:
         require_fit(name, interp, bundle.python, [w.meta() for w in kept])
     lock = Lock(
@@ -175,7 +177,7 @@ def _locked_interpreter(
     try:
         path, size, fetched = fetch_artifact(filename, spec.source, spec.sha256, base_dir, root=root)
     except BundleError as exc:
-        raise BundleError(f"bundle '{name}': interpreter: {exc}", hint=exc.hint) from None
+        raise BundleError(f"bundle '{name}': interpreter: {exc.message}", hint=exc.hint) from None
     if fetched:
         stats.fetched += size
     else:

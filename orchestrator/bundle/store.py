@@ -135,7 +135,7 @@ def fetch_wheels(lock: Lock, base_dir: Path, *, root: Path | None = None) -> dic
             out[i.sha256] = fetch_artifact(i.filename, i.source, i.sha256, base_dir, root=root, size=i.size)[0]
         except BundleError as exc:
             raise BundleError(
-                f"bundle '{lock.bundle}': interpreter refused before any worker was contacted: {exc}",
+                f"bundle '{lock.bundle}': interpreter refused before any worker was contacted: {exc.message}",
                 hint="restore the archive the lock names (by its sha256), or pack a new one and lock again",
             ) from None
     for w in lock.wheels:
