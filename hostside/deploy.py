@@ -13,8 +13,9 @@ hostside.deploy_lock's controller lease).
 
 This module reads the request and dispatches; the actions live by concept in
 hostside.deploy_lock (begin, heartbeat, unlock), deploy_store (receive),
-deploy_relay (serve, stop-serve, fetch), deploy_install (install) and
-deploy_activate (activate, rollback, status).
+deploy_relay (serve, stop-serve, fetch), deploy_install (install, with
+deploy_interpreter unpacking a bundle's own Python) and deploy_activate
+(activate, rollback, status).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import zipfile
 from typing import Any
 
 from hostside import SCHEMA_VERSION
+from hostside.deploy_interpreter import unpack as unpack_interpreter
 from hostside.deploy_lock import _cleanups, _lane_mutex, _require_lock, run_child
 from hostside.deploy_store import COMPLETE, MANIFEST, DeployFailure, _complete, _drop_corrupt
 from hostside.files import write_atomic as _write_atomic
@@ -65,7 +66,8 @@ def install(req: dict[str, Any]) -> dict[str, Any]:
     start = time.monotonic()
     # uv may take a wheel from its own cache without reading the store file, so
     # the store is checked here: a corrupt file must not survive to be relayed.
-    corrupt = _drop_corrupt(layout, req["wheels"])
+    stored = req["wheels"] + ([req["interpreter"]] if req.get("interpreter") else [])
+    corrupt = _drop_corrupt(layout, stored)
     if corrupt:
         raise DeployFailure(
             f"corrupt wheel(s) in the store: {', '.join(corrupt)} (sha256 mismatch; "
@@ -121,12 +123,13 @@ def _build(layout: Layout, req: dict[str, Any], build: str, links: str) -> None:
         UV_NO_CONFIG="1",
         UV_PYTHON_DOWNLOADS="never",
     )
-    _run(
-        [uv, "venv", "--quiet", "--relocatable", "--python", req["python"], "--python-preference", "only-system"]
-        + [build],
-        uv_env,
-        "creating the environment",
-    )
+    interp = req.get("interpreter")
+    if interp:
+        # The bundle's own Python: unpacked once per worker, the environment made from it.
+        python_args = ["--python", unpack_interpreter(layout, interp, str(req["holder"]["token"]))]
+    else:
+        python_args = ["--python", req["python"], "--python-preference", "only-system"]
+    _run([uv, "venv", "--quiet", "--relocatable", *python_args, build], uv_env, "creating the environment")
     _run(
         [
             uv,
@@ -147,7 +150,7 @@ def _build(layout: Layout, req: dict[str, Any], build: str, links: str) -> None:
         uv_env,
         "installing the bundle's wheels",
     )
-    installed = _installed_versions(os.path.join(build, "bin", "python"))
+    installed, python = _installed_versions(os.path.join(build, "bin", "python"))
     wrong = {
         w["name"]: (w["version"], installed.get(w["name"]))
         for w in req["wheels"]
@@ -163,6 +166,7 @@ def _build(layout: Layout, req: dict[str, Any], build: str, links: str) -> None:
         "bundle_id": req["bundle_id"],
         "bundle": req["bundle"],
         "python": req["python"],
+        "interpreter": _interpreter_record(layout, interp, python),
         "lock_digest": req.get("lock_digest"),
         "distributions": {w["name"]: w["version"] for w in req["wheels"]},
         "installed_at": time.time(),
@@ -181,14 +185,35 @@ def _run(argv: list[str], env: dict[str, Any], what: str) -> None:
         raise DeployFailure(f"{what} failed (exit {proc.returncode}): {text}")
 
 
-def _installed_versions(python: str) -> dict[str, Any]:
+def _installed_versions(python: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The environment's distributions {name: version}, and its interpreter (version, build, base prefix)."""
     code = (
-        "import json, importlib.metadata as m, re\n"
-        "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
-        "for d in m.distributions()}))"
+        "import json, importlib.metadata as m, os, platform, re, sys\n"
+        "print(json.dumps({'dists': {re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
+        "for d in m.distributions()}, 'python': {'version': platform.python_version(), "
+        "'build': ' '.join(sys.version.split()), 'base': os.path.realpath(sys.base_prefix)}}))"
     )
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
         raise DeployFailure(f"cannot list installed distributions: {proc.stderr.strip()[-300:]}")
-    versions: dict[str, Any] = json.loads(proc.stdout)
-    return versions
+    doc = json.loads(proc.stdout)
+    return dict(doc["dists"]), dict(doc["python"])
+
+
+def _interpreter_record(layout: Layout, interp: dict[str, Any] | None, python: dict[str, Any]) -> dict[str, Any]:
+    """What the manifest (and every receipt of a run in this environment) says about its Python."""
+    if not interp:
+        return {"source": "system", "version": python["version"], "build": python["build"], "path": python["base"]}
+    if python["version"] != interp["version"]:
+        raise DeployFailure(
+            f"the environment runs Python {python['version']}, the bundle's interpreter is {interp['version']}"
+        )
+    return {
+        "source": "artifact",
+        "version": interp["version"],
+        "abi": interp.get("abi"),
+        "build": interp.get("build"),
+        "sha256": interp["sha256"],
+        "filename": interp["filename"],
+        "path": os.path.join(layout.interpreter(interp["sha256"]), "python"),
+    }

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from hostside import lease
+from hostside.deploy_interpreter import system_problem
 from hostside.deploy_store import DeployFailure, _complete, _env_id, _stored
 from hostside.layout import Layout
 
@@ -125,6 +126,11 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         return {"state": "locked-by-us", "active": active, "recovered_lock": recovered}
     if active == bundle_id and _complete(layout, bundle_id):
         return {"state": "unchanged", "active": active, "recovered_lock": recovered}
+    if req.get("python") and not req.get("interpreter") and not _complete(layout, bundle_id):
+        problem = system_problem(str(req["python"]))
+        if problem:
+            _release(layout, req)
+            raise DeployFailure(problem)
     swept = _sweep_incoming(layout, float(req.get("stale_after", 300)))
     missing = [w for w in req["wheels"] if not _stored(layout, w)]
     return {

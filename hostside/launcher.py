@@ -87,6 +87,7 @@ class Record:
             "python_executable": sys.executable,
             "bundle_env": os.path.realpath(sys.prefix),
             "bundle_id": receipt_facts.bundle_id(),
+            "interpreter": receipt_facts.interpreter(),
             "target": _recorded_target(doc["target"]),
             "phase": "starting",
             "launched_at": time.time(),

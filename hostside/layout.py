@@ -3,6 +3,7 @@
 <root>/hostside/<digest>/hostside/   this package, as pushed
 <root>/store/sha256/<hex>/<wheel>    content-addressed wheel store
 <root>/envs/<bundle-id>/             one environment per bundle
+<root>/interpreters/<sha256[:16]>/   a bundle's own Python, unpacked once (python/bin/python3)
 <root>/lanes/<lane>/active           symlink -> ../../envs/<bundle-id>
 <root>/lanes/<lane>/previous         symlink to the bundle active before
 <root>/lanes/<lane>/deploy.lock      held while a deploy runs
@@ -33,6 +34,9 @@ class Layout:
 
     def wheel(self, sha256: str, filename: str) -> str:
         return self._p("store", "sha256", sha256, filename)
+
+    def interpreter(self, sha256: str) -> str:
+        return self._p("interpreters", sha256[:16])
 
     def env(self, bundle_id: str) -> str:
         return self._p("envs", bundle_id)

@@ -110,8 +110,17 @@ def check_bundle(req: dict[str, Any], state: dict[str, Any]) -> Check:
     state["bundle_id"], state["env"] = bundle_id, env
     python = os.path.join(env, "bin", "python")
     c.data = {"bundle_id": bundle_id, "env": env, "python": python}
+    interp = _manifest_interpreter(env)
+    if interp:
+        c.data["interpreter"] = {k: interp.get(k) for k in ("source", "version", "abi", "sha256", "build", "path")}
     if not os.access(python, os.X_OK):
-        c.mark("fail", f"bundle {bundle_id} has no Python at {python}", layer="bundle-skew")
+        why = ""
+        if interp.get("source") == "artifact":
+            why = (
+                f": its interpreter, CPython {interp.get('version')} from archive "
+                f"{str(interp.get('sha256'))[:12]}, is not at {interp.get('path')}; redeploy the lane"
+            )
+        c.mark("fail", f"bundle {bundle_id} has no Python at {python}{why}", layer="bundle-skew")
         return c
     state["python"] = python
     installed = installed_distributions(env)
@@ -155,8 +164,19 @@ def check_bundle(req: dict[str, Any], state: dict[str, Any]) -> Check:
             )
     state["frontends"] = runtime_frontends(installed, req.get("platform"))
     shown = ", ".join(f"{k} {v}" for k, v in versions.items()) or "no tracked distributions"
-    c.summary = f"{bundle_id}: {shown}"
+    origin = f" from archive {str(interp.get('sha256'))[:12]}" if interp.get("source") == "artifact" else ""
+    c.summary = f"{bundle_id}: {shown}" + (f"; python {interp.get('version')}{origin}" if interp else "")
     return c
+
+
+def _manifest_interpreter(env: str) -> dict[str, Any]:
+    """The interpreter an environment's manifest names ({} when it names none)."""
+    try:
+        with open(os.path.join(env, "orch-bundle.json")) as fh:
+            interp = json.load(fh).get("interpreter")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return interp if isinstance(interp, dict) else {}
 
 
 def runtime_frontends(installed: dict[str, str], platform: str | None) -> list[str]:

@@ -258,3 +258,35 @@ def bundle_id(prefix: str | None = None) -> str | None:
     env = os.path.realpath(prefix or sys.prefix)
     parent = os.path.basename(os.path.dirname(env))
     return os.path.basename(env) if parent == "envs" else None
+
+
+def interpreter(prefix: str | None = None) -> dict[str, Any]:
+    """The Python this process runs on: the bundle's own interpreter archive (its sha256, version, build)
+    as the environment's manifest names it, or the worker's system Python."""
+    import json
+
+    here = {
+        "version": platform.python_version(),
+        "build": " ".join(sys.version.split()),
+        "path": os.path.realpath(sys.base_prefix),
+    }
+    try:
+        with open(os.path.join(prefix or sys.prefix, "orch-bundle.json")) as fh:
+            recorded = json.load(fh).get("interpreter")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not isinstance(recorded, dict) or recorded.get("source") != "artifact":
+        return {"source": "system", "sha256": None, **here}
+    out = {
+        "source": "artifact",
+        "sha256": str(recorded.get("sha256")),
+        "filename": str(recorded.get("filename")),
+        "abi": str(recorded.get("abi")),
+        **here,
+    }
+    if recorded.get("version") != here["version"] or os.path.realpath(str(recorded.get("path"))) != here["path"]:
+        out["mismatch"] = (
+            f"the environment's manifest names CPython {recorded.get('version')} at {recorded.get('path')}, "
+            f"this process runs {here['version']} at {here['path']}"
+        )
+    return out

@@ -130,12 +130,40 @@ class BundleSource(_Model):
     no_index: bool = Field(False, description="Resolve from find_links only.")
 
 
+class BundleInterpreter(_Model):
+    """The bundle's own Python: a relocatable CPython archive (python-build-standalone install_only layout)."""
+
+    path: str | None = Field(
+        None,
+        description="The .tar.gz on the controller (relative to fleet.yaml); e.g. what "
+        "`orch bundle interpreter pack` wrote.",
+    )
+    url: str | None = Field(None, description="Where to download the .tar.gz (http, https or file URL).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The archive's sha256: lock refuses any other bytes.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BundleInterpreter:
+        if (self.path is None) == (self.url is None):
+            raise PydanticCustomError("interpreter_source", "give the interpreter's `path` or its `url` (one of them)")
+        return self
+
+    @property
+    def source(self) -> str:
+        """The path or URL, as given."""
+        return self.url or self.path or ""
+
+
 class Bundle(_Model):
     """A pinned software stack: exact wheels, Python version, provenance."""
 
     python: str = Field(pattern=r"^3\.\d+$", description="Python version of the bundle environment, e.g. '3.11'.")
     pins: list[str] = Field(min_length=1, description="Requirements, each pinned with '==', e.g. 'jax==0.10.2'.")
     source: BundleSource = Field(default_factory=BundleSource)  # type: ignore[arg-type]  # pydantic, no plugin
+    interpreter: BundleInterpreter | None = Field(
+        None,
+        description="The bundle's own CPython, sent to every worker like a wheel; "
+        "without it the workers' system Python of version `python` is used.",
+    )
     provenance: dict[str, str] = Field(
         default_factory=dict, description="Free-form notes: custom build, OpenXLA commit, ..."
     )

@@ -184,8 +184,11 @@ def _sections(schema: Node) -> list[tuple[str, str, Node]]:
         for key, prop in node.get("properties", {}).items():
             target = None
             sub_path = f"{path}.{key}" if path else key
+            refs = [p for p in prop.get("anyOf", []) if "$ref" in p]  # an optional model: `X | None`
             if "$ref" in prop:
                 target = prop
+            elif len(refs) == 1:
+                target = refs[0]
             elif (
                 prop.get("type") == "object"
                 and isinstance(prop.get("additionalProperties"), dict)

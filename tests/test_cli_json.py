@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from orchestrator.cli import VERBS, main
+from tests.test_bundle_interpreter import fake_prefix
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -160,6 +161,8 @@ def test_every_verb_answers_one_json_document_on_the_local_slice(slice4, jax_cpu
     run("bundle lock", "jax-cpu")
     run("bundle check", "--lane", "cpu")
     run("bundle status")
+    packed = run("bundle interpreter pack", str(fake_prefix(tmp_path)), "-o", str(tmp_path / "cpython.tar.gz"))
+    assert packed["version"] == "3.13.0" and len(packed["sha256"]) == 64, packed
     run("deploy", "--lane", "cpu")  # already active: unchanged everywhere
     run("cache status", "--lane", "cpu")
     run("runs")

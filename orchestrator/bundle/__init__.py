@@ -8,7 +8,9 @@ One concept per module:
   under the target's markers;
 - `store`: the controller's content-addressed wheel cache that deploy pushes from;
 - `lock`: `bundle lock`, resolve with pip into a lock file;
-- `check`: `bundle check`, cross-check a bundle's wheels against each other.
+- `check`: `bundle check`, cross-check a bundle's wheels against each other;
+- `interpreter`: a bundle's own Python (a relocatable CPython archive), and
+  `interpreter_pack`, `bundle interpreter pack` that makes one.
 
 The names below are the package's public surface; import them from `orchestrator.bundle`.
 """
@@ -17,6 +19,7 @@ from orchestrator.bundle.lock import LockResult, WheelMetadata, lock_bundle, rea
 from orchestrator.bundle.lockfile import (
     SCHEMA_VERSION,
     Lock,
+    LockedInterpreter,
     LockedWheel,
     WheelMeta,
     compute_bundle_id,
@@ -61,6 +64,7 @@ __all__ = [
     "CachedWheel",
     "Lock",
     "LockResult",
+    "LockedInterpreter",
     "LockedWheel",
     "PipInterpreter",
     "Resolution",

@@ -14,6 +14,8 @@ therefore cannot be locked, can still be checked). They cover:
   (stock wheels do not: torch_xla X.Y only loads into torch X.Y);
 - every wheel's Python tag and Requires-Python vs the bundle's Python, and its
   platform tag vs linux x86_64 / manylinux;
+- the bundle's interpreter archive, if it has one, vs its Python and every
+  wheel's Python and ABI tags (cp313 wheels need a CPython 3.13 of that ABI);
 - the lock vs fleet.yaml (pins, Python, source) when the lock is older.
 
 Each finding is an error or a warning naming the two wheels and the requirement.
@@ -32,7 +34,8 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.bundle.lockfile import Lock, WheelMeta, read_lock
+from orchestrator.bundle.interpreter import InterpreterInfo, artifact_filename, inspect_archive, interpreter_problems
+from orchestrator.bundle.lockfile import Lock, LockedInterpreter, WheelMeta, read_lock
 from orchestrator.bundle.resolve import (
     ResolutionError,
     parse_requirements,
@@ -40,7 +43,9 @@ from orchestrator.bundle.resolve import (
     pip_resolve,
     requirement_applies,
 )
+from orchestrator.bundle.store import fetch_artifact
 from orchestrator.bundle.target import WheelTarget
+from orchestrator.errors import BundleError
 
 if TYPE_CHECKING:
     from orchestrator.fleet import Bundle, Fleet
@@ -58,7 +63,9 @@ class Finding:
     """One problem: which wheel, against which other wheel (or Python, platform), by which requirement."""
 
     severity: Severity
-    kind: str  # pin, lock, python, platform, libtpu, torch_xla-torch, jax-jaxlib, requires, missing, resolve
+    kind: (
+        str  # pin, lock, python, interpreter, platform, libtpu, torch_xla-torch, jax-jaxlib, requires, missing, resolve
+    )
     message: str
     wheel: str | None = None
     other: str | None = None
@@ -133,11 +140,14 @@ def check_bundle(fleet: Fleet, name: str, *, interpreter: str | None = None) -> 
         lock = read_lock(lock_path)
         findings = _lock_vs_spec(name, lock, bundle)
         findings += check_wheels(name, bundle.python, bundle.pins, lock.wheels, complete=True, tpu_lanes=tpu_lanes)
+        if lock.interpreter is not None:
+            findings += check_interpreter(lock.interpreter, bundle.python, lock.wheels)
         return CheckReport(
             name, bundle.python, "lock", lock_path, lock.bundle_id, lock.wheels, tuple(_ordered(findings))
         )
     wheels, findings = _index_metadata(name, bundle, fleet.base_dir.resolve(), interpreter)
     findings += check_wheels(name, bundle.python, bundle.pins, wheels, complete=False, tpu_lanes=tpu_lanes)
+    findings += _unlocked_interpreter(bundle, fleet.base_dir.resolve(), wheels)
     return CheckReport(name, bundle.python, "index", None, None, tuple(wheels), tuple(_ordered(findings)))
 
 
@@ -184,9 +194,44 @@ def _index_metadata(
     return wheels, findings
 
 
+def check_interpreter(
+    interpreter: LockedInterpreter | InterpreterInfo, python: str, wheels: Sequence[WheelMeta]
+) -> list[Finding]:
+    """The bundle's interpreter against its Python and every wheel's Python and ABI tags."""
+    label = f"CPython {interpreter.version} ({interpreter.abi})"
+    return [
+        Finding("error", "interpreter", message, wheel=wheel, other=label)
+        for message, wheel in interpreter_problems(interpreter, python, wheels)
+    ]
+
+
+def _unlocked_interpreter(bundle: Bundle, base_dir: Path, wheels: Sequence[WheelMeta]) -> list[Finding]:
+    """An unlocked bundle's interpreter archive, fetched and verified, against its wheels."""
+    spec = bundle.interpreter
+    if spec is None:
+        return []
+    try:
+        path = fetch_artifact(artifact_filename(spec.source), spec.source, spec.sha256, base_dir)[0]
+        info = inspect_archive(path, spec.source)
+    except BundleError as exc:
+        return [Finding("error", "interpreter", f"interpreter {spec.source}: {exc.message}")]
+    return check_interpreter(info, bundle.python, wheels)
+
+
 def _lock_vs_spec(name: str, lock: Lock, bundle: Bundle) -> list[Finding]:
     out = []
     redo = f"re-run `orch bundle lock {name}`"
+    system = "the workers' system Python"
+    locked = lock.interpreter.sha256 if lock.interpreter else system
+    wanted = bundle.interpreter.sha256 if bundle.interpreter else system
+    if locked != wanted:
+        out.append(
+            Finding(
+                "warning",
+                "lock",
+                f"the lock's interpreter is {locked}, fleet.yaml now names {wanted}; {redo}",
+            )
+        )
     if lock.python != bundle.python:
         out.append(
             Finding(

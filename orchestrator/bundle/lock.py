@@ -20,7 +20,8 @@ from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
-from orchestrator.bundle.lockfile import Lock, LockedWheel, read_lock, wheel_tags, write_lock
+from orchestrator.bundle.interpreter import artifact_filename, inspect_archive, require_fit
+from orchestrator.bundle.lockfile import Lock, LockedInterpreter, LockedWheel, read_lock, wheel_tags, write_lock
 from orchestrator.bundle.resolve import (
     PipInterpreter,
     ResolvedWheel,
@@ -29,7 +30,7 @@ from orchestrator.bundle.resolve import (
     pip_resolve,
     source_args,
 )
-from orchestrator.bundle.store import CachedFiles, FetchStats, fetch_resolved, wheel_cache_root
+from orchestrator.bundle.store import CachedFiles, FetchStats, fetch_artifact, fetch_resolved, wheel_cache_root
 from orchestrator.bundle.target import WheelTarget
 from orchestrator.errors import BundleError, ConfigError
 
@@ -92,6 +93,7 @@ class LockResult:
             "written": self.written,
             "previous_bundle_id": self.previous_id,
             "wheels": len(self.lock.wheels),
+            "interpreter": self.lock.interpreter.to_json() if self.lock.interpreter else None,
             "total_bytes": self.lock.total_size,
             "fetched_bytes": self.fetched_bytes,
             "reused_bytes": self.reused_bytes,
@@ -124,13 +126,19 @@ def lock_bundle(
     base_dir = fleet.base_dir.resolve()
     target = WheelTarget(bundle.python)
     root = cache_root or wheel_cache_root()
+    stats = FetchStats()
+    interp = _locked_interpreter(name, bundle, root, base_dir, stats)  # a wrong archive fails before pip runs
+    if interp is not None:
+        require_fit(name, interp, bundle.python, [])
     pip_python = pip_interpreter(bundle.python, interpreter)
     resolution = pip_resolve(name, bundle, base_dir, interpreter=pip_python)
     kept, notes = _for_target(name, bundle, resolution.wheels, target, pip_python)
-    stats = FetchStats()
     files = fetch_resolved(name, kept, root, target, pip_python, source_args(bundle, base_dir), stats)
+    if interp is not None:
+        require_fit(name, interp, bundle.python, [w.meta() for w in kept])
     lock = Lock(
         bundle=name,
+        interpreter=interp,
         python=bundle.python,
         pins=tuple(bundle.pins),
         source=bundle.source.model_dump(mode="json"),
@@ -155,6 +163,39 @@ def lock_bundle(
         interpreter=pip_python,
         elapsed=time.monotonic() - started,
         notes=tuple(notes),
+    )
+
+
+def _locked_interpreter(
+    name: str, bundle: Bundle, root: Path, base_dir: Path, stats: FetchStats
+) -> LockedInterpreter | None:
+    """The bundle's interpreter archive, in the cache by the sha256 fleet.yaml states, as the lock records it."""
+    spec = bundle.interpreter
+    if spec is None:
+        return None
+    filename = artifact_filename(spec.source)
+    try:
+        path, size, fetched = fetch_artifact(filename, spec.source, spec.sha256, base_dir, root=root)
+    except BundleError as exc:
+        raise BundleError(f"bundle '{name}': interpreter: {exc.message}", hint=exc.hint) from None
+    if fetched:
+        stats.fetched += size
+    else:
+        stats.reused += size
+    info = inspect_archive(path, spec.source)
+    if spec.url:
+        source = _relative_source(spec.url, base_dir)
+    else:
+        given = Path(spec.path or "").expanduser()
+        source = _relative_source((given if given.is_absolute() else base_dir / given).resolve().as_uri(), base_dir)
+    return LockedInterpreter(
+        filename=filename,
+        sha256=spec.sha256,
+        size=size,
+        source=source,
+        version=info.version,
+        abi=info.abi,
+        build=info.build,
     )
 
 

@@ -29,6 +29,7 @@ from orchestrator.errors import BundleError, ConfigError
 
 SCHEMA_VERSION = 1
 _RELOCK_HINT = "re-create it with `orch bundle lock BUNDLE`"
+INTERPRETER_FILENAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*\.tar\.gz")
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,68 @@ class LockedWheel(WheelMeta):
         return wheel
 
 
+@dataclass(frozen=True)
+class LockedInterpreter:
+    """A bundle's interpreter as its lock records it."""
+
+    filename: str
+    sha256: str
+    size: int
+    source: str  # URL, or a path (relative paths are relative to fleet.yaml)
+    version: str
+    abi: str
+    build: str
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def label(self) -> str:
+        """'CPython 3.13.0 (cp313)' for messages."""
+        return f"CPython {self.version} ({self.abi})"
+
+    def request(self) -> dict[str, object]:
+        """The interpreter as a worker's deploy request names it (no controller path)."""
+        return {
+            "filename": self.filename,
+            "sha256": self.sha256,
+            "size": self.size,
+            "version": self.version,
+            "abi": self.abi,
+            "build": self.build,
+        }
+
+    def to_json(self) -> dict[str, object]:
+        """The lock file's `interpreter` entry."""
+        return {**self.request(), "source": self.source}
+
+    @classmethod
+    def from_json(cls, doc: object, where: str = "interpreter") -> LockedInterpreter:
+        """Validate a lock's `interpreter` entry; raises ValueError naming `where`."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"{where}: expected an object")
+        fields: dict[str, str] = {}
+        for key in ("filename", "sha256", "source", "version", "abi", "build"):
+            value = doc.get(key)
+            if not isinstance(value, str) or not value or re.search(r"[\x00-\x1f\x7f]", value):
+                raise ValueError(f"{where}.{key}: expected a non-empty string without control characters")
+            fields[key] = value
+        size = doc.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"{where}.size: expected a number of bytes")
+        if not re.fullmatch(r"[0-9a-f]{64}", fields["sha256"]):
+            raise ValueError(f"{where}.sha256: expected 64 lowercase hex digits")
+        # One plain file name: it is joined onto the controller's cache and the workers' store.
+        if not INTERPRETER_FILENAME.fullmatch(fields["filename"]) or len(fields["filename"]) > 255:
+            raise ValueError(f"{where}.filename: {fields['filename']!r} is not a .tar.gz file name (one plain name)")
+        if not re.fullmatch(r"3\.\d{1,3}\.\d{1,3}([a-z]+\d+)?\+?", fields["version"]):
+            raise ValueError(f"{where}.version: {fields['version']!r} is not a CPython version")
+        if not re.fullmatch(r"cp3\d{1,3}t?", fields["abi"]):
+            raise ValueError(f"{where}.abi: {fields['abi']!r} is not a CPython ABI tag")
+        return cls(size=size, **fields)
+
+
 def _check_wheel(wheel: LockedWheel, where: str) -> None:
     """A locked wheel's fields are what they claim: they become paths and requirement lines on workers."""
     if not re.fullmatch(r"[0-9a-f]{64}", wheel.sha256):
@@ -172,9 +235,9 @@ def _str_map(value: object, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def compute_bundle_id(python: str, wheels: Iterable[LockedWheel]) -> str:
-    """16 hex digits of sha256 over the Python version and the exact wheel files."""
-    doc = {
+def compute_bundle_id(python: str, wheels: Iterable[LockedWheel], interpreter: LockedInterpreter | None = None) -> str:
+    """16 hex digits of sha256 over the Python version, the exact wheel files and the interpreter archive."""
+    doc: dict[str, object] = {
         "orch-bundle": 1,
         "python": python,
         "wheels": [
@@ -182,6 +245,8 @@ def compute_bundle_id(python: str, wheels: Iterable[LockedWheel]) -> str:
             for w in sorted(wheels, key=lambda w: (w.name, w.filename))
         ],
     }
+    if interpreter is not None:  # absent otherwise: bundles on the workers' own Python keep their ids
+        doc["interpreter"] = [interpreter.filename, interpreter.sha256, interpreter.size]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
@@ -197,16 +262,17 @@ class Lock:
     target: dict[str, str]
     resolver: dict[str, str]
     wheels: tuple[LockedWheel, ...]
+    interpreter: LockedInterpreter | None = None  # the bundle's own Python; None: the workers' system Python
 
     @property
     def bundle_id(self) -> str:
         """The id workers know the installed environment by (see the module docstring)."""
-        return compute_bundle_id(self.python, self.wheels)
+        return compute_bundle_id(self.python, self.wheels, self.interpreter)
 
     @property
     def total_size(self) -> int:
-        """Bytes of all wheels together."""
-        return sum(w.size for w in self.wheels)
+        """Bytes of all wheels (and the interpreter archive) together."""
+        return sum(w.size for w in self.wheels) + (self.interpreter.size if self.interpreter else 0)
 
     @property
     def digest(self) -> str:
@@ -220,7 +286,7 @@ class Lock:
 
     def to_json(self) -> dict[str, object]:
         """The lock file's document."""
-        return {
+        doc: dict[str, object] = {
             "schema_version": SCHEMA_VERSION,
             "bundle": self.bundle,
             "bundle_id": self.bundle_id,
@@ -234,6 +300,9 @@ class Lock:
             "resolver": self.resolver,
             "wheels": [w.to_json() for w in sorted(self.wheels, key=lambda w: (w.name, w.filename))],
         }
+        if self.interpreter is not None:  # absent otherwise: older lock files stay byte-identical
+            doc["interpreter"] = self.interpreter.to_json()
+        return doc
 
     def dumps(self) -> str:
         """The committed form: pretty, stable key order, one trailing newline."""
@@ -283,9 +352,13 @@ def _lock_from_json(doc: object) -> Lock:
     bundle = _str(doc, "bundle", "bundle")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", bundle):
         raise ValueError(f"bundle: {_shown(bundle)} is not a bundle name")
+    interpreter = LockedInterpreter.from_json(doc["interpreter"]) if doc.get("interpreter") is not None else None
+    if interpreter is not None and interpreter.minor != python:
+        raise ValueError(f"interpreter: {interpreter.label} cannot run a bundle of Python {python}")
     return Lock(
         bundle=bundle,
         python=python,
+        interpreter=interpreter,
         pins=_strings(spec.get("pins"), "spec.pins"),
         source=source,
         provenance=_str_map(spec.get("provenance"), "spec.provenance"),

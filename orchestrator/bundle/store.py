@@ -125,9 +125,19 @@ def source_location(source: str, base_dir: Path) -> tuple[str, Path | None]:
 
 
 def fetch_wheels(lock: Lock, base_dir: Path, *, root: Path | None = None) -> dict[str, Path]:
-    """Make sure every wheel of `lock` is in the cache (fetching from its source); sha256 -> path."""
+    """Make sure every wheel of `lock` (and its interpreter archive) is in the cache, fetching from its
+    source and verifying its sha256; sha256 -> path."""
     root = root or wheel_cache_root()
     out = {}
+    if lock.interpreter is not None:
+        i = lock.interpreter
+        try:
+            out[i.sha256] = fetch_artifact(i.filename, i.source, i.sha256, base_dir, root=root, size=i.size)[0]
+        except BundleError as exc:
+            raise BundleError(
+                f"bundle '{lock.bundle}': interpreter refused before any worker was contacted: {exc.message}",
+                hint="restore the archive the lock names (by its sha256), or pack a new one and lock again",
+            ) from None
     for w in lock.wheels:
         hit = cached_wheel(w.sha256, w.filename, size=w.size, root=root)
         if hit is None:
@@ -152,6 +162,34 @@ def _fetch_locked(w: LockedWheel, base_dir: Path, root: Path) -> Path:
 
     with urlopen(url, timeout=120) as src:
         return _store(src, w.filename, root, w.sha256, w.size, url)[0]
+
+
+def fetch_artifact(
+    filename: str, source: str, sha256: str, base_dir: Path, *, root: Path | None = None, size: int | None = None
+) -> tuple[Path, int, bool]:
+    """A file that must have `sha256` (an interpreter archive) in the cache, fetched from `source`
+    (a path relative to `base_dir`, or a URL) if absent: (path, size, whether it was fetched).
+    Bytes with another hash are refused and not kept."""
+    root = root or wheel_cache_root()
+    hit = cached_wheel(sha256, filename, size=size, root=root)
+    if hit is not None:
+        return hit, hit.stat().st_size, False
+    url, local = source_location(source, base_dir)
+    try:
+        if local is not None:
+            with open(local, "rb") as src:
+                path, _, got = _store(src, filename, root, sha256, size, str(local))
+        else:
+            from urllib.request import urlopen
+
+            with urlopen(url, timeout=120) as src:
+                path, _, got = _store(src, filename, root, sha256, size, url)
+    except OSError as exc:
+        raise BundleError(
+            f"cannot fetch {filename} from {source}: {exc}",
+            hint="restore the file at its recorded source, or fix its path/url in fleet.yaml and lock again",
+        ) from None
+    return path, got, True
 
 
 @dataclass

@@ -96,6 +96,9 @@ def lock(obj: Context, name: str | None, lane: str | None, interpreter: str | No
     width = max(len(w.project) for w in lk.wheels)
     for w in lk.wheels:
         click.echo(f"  {w.project:<{width}}  {w.version:<16} {_size(w.size):>9}  {w.sha256[:12]}  {w.source}")
+    if lk.interpreter is not None:
+        i = lk.interpreter
+        click.echo(f"  {'python':<{width}}  {i.version:<16} {_size(i.size):>9}  {i.sha256[:12]}  {i.source} ({i.abi})")
     state = "written" if result.written else "unchanged"
     if result.written and result.previous_id and result.previous_id != lk.bundle_id:
         state += f", was {result.previous_id}"
@@ -143,6 +146,42 @@ def check(obj: Context, name: str | None, lane: str | None, interpreter: str | N
         )
     if not report.ok:
         sys.exit(1)
+
+
+@bundle.group()
+def interpreter() -> None:
+    """A bundle's own Python: pack a relocatable CPython for `interpreter:` in fleet.yaml."""
+
+
+@interpreter.command()
+@click.argument("prefix", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "-o", "--output", "out", metavar="OUT", help="Archive to write (default: ./cpython-X.Y.Z-linux-x86_64-orch.tar.gz)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+def pack(prefix: str, out: str | None, as_json: bool) -> None:
+    """Pack the CPython installed at PREFIX into a relocatable, reproducible .tar.gz.
+
+    Copies the installation without byte code, tests and site-packages, rewrites
+    RUNPATHs to $ORIGIN and makes sysconfig follow the interpreter's location;
+    packing the same installation again gives the same sha256.
+    """
+    from pathlib import Path
+
+    from orchestrator.bundle.interpreter_pack import pack as pack_interpreter
+
+    result = pack_interpreter(Path(prefix), Path(out) if out else None)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    click.echo(
+        f"packed CPython {result.info.version} ({result.info.abi}) from {result.prefix}: "
+        f"{result.files} files, {_size(result.size)}, {len(result.relocated)} RUNPATH(s) made relative"
+    )
+    click.echo(f"  {result.path}")
+    click.echo(f"  sha256 {result.sha256}")
+    click.echo("in fleet.yaml, under the bundle:")
+    click.echo(f"    interpreter: {{path: {result.path}, sha256: {result.sha256}}}")
 
 
 @bundle.command()

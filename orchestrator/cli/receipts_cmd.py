@@ -109,8 +109,19 @@ def render_report(r: Report) -> str:
         f"run {r.run_id}: lane {r.lane}, bundle {r.bundle_label}, platform {r.platform}, "
         f"state {r.state}, {len(r.rows)} processes",
         f"program {' '.join(r.target)}",
-        "",
     ]
+    pythons = {x.worker: x.interpreter_text() for x in r.rows if x.interpreter}
+    if len(set(pythons.values())) == 1:
+        first = next(x.interpreter for x in r.rows if x.interpreter) or {}
+        sha = f", sha256 {first['sha256']}" if first.get("sha256") else ""
+        lines.append(f"interpreter {next(iter(pythons.values()))}{sha}")
+        if first.get("build"):
+            lines.append(f"  build {first['build']}")
+    elif pythons:
+        from orchestrator.receipts.model import describe_groups
+
+        lines.append(f"interpreter mixed: {describe_groups(pythons)}")
+    lines.append("")
     header: tuple[str, ...] = (
         "worker",
         "proc",

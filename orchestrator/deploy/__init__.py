@@ -5,11 +5,13 @@ wheels and the bundle id. `execute` carries it out per worker, in parallel:
 
 1. begin: refuse if another deploy holds the lane; `unchanged` if the bundle
    is already active; otherwise take the lane's lock and list missing wheels.
-2. transfer: the controller sends each missing wheel once, to a seed worker;
+2. transfer: the controller sends each missing wheel (and the bundle's
+   interpreter archive, if it has one) once, to a seed worker;
    the others fetch from the seed over the slice network (falling back to a
    direct push). Every file is checked by sha256 on arrival.
 3. install: an offline environment per bundle id (uv, hashes required),
-   verified against the lock.
+   verified against the lock, made from the bundle's own interpreter
+   (unpacked once per worker) or else the worker's system Python.
 4. activate: only then swap the lane's active pointer and record a receipt.
 
 A worker where any step fails keeps its previous bundle and releases its lock.

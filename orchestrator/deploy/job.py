@@ -33,7 +33,7 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
     """Carry out a deploy plan; never raises for a single worker's failure."""
     start = time.monotonic()
     say = progress or (lambda worker, phase: None)
-    missing_local = [w for w in (*plan.wheels, plan.uv) if not w.path.exists() or w.path.stat().st_size != w.size]
+    missing_local = [w for w in plan.files if not w.path.exists() or w.path.stat().st_size != w.size]
     if missing_local:
         raise BundleError(
             f"the controller's wheel cache lacks {', '.join(w.filename for w in missing_local)}",
@@ -62,7 +62,7 @@ class _Deploy:
         self.locked: set[str] = set()
         self.seed: str | None = None
         self.relay_used = False
-        self.all_wheels = {w.sha256: w for w in (*plan.wheels, plan.uv)}
+        self.all_wheels = {w.sha256: w for w in plan.files}
         self.needs: dict[str, list[dict[str, Any]]] = {}
         self.free: dict[str, int | None] = {}  # disk_free_bytes under the root, as begin saw it
         self.lost: dict[str, dict[str, Any] | None] = {}  # worker -> who holds our lock now (from a heartbeat)
@@ -151,15 +151,13 @@ class _Deploy:
 
     def begin(self, w: WorkerRef) -> None:
         self.say(w.name, "checking")
-        wheels = [x.request() for x in (*self.plan.wheels, self.plan.uv)]
-        doc = self.call(w, "begin", {"wheels": wheels, "stale_after": STALE_AFTER}, timeout=60)
+        wheels = [x.request() for x in self.plan.files]
+        ask = {"wheels": wheels, "stale_after": STALE_AFTER, "python": self.plan.python}
+        if self.plan.interpreter is not None:
+            ask["interpreter"] = self.plan.interpreter.request()
+        doc = self.call(w, "begin", ask, timeout=60)
         if doc["state"] == "locked" and _holder_is_dead(doc["holder"]):
-            doc = self.call(
-                w,
-                "begin",
-                {"wheels": wheels, "stale_after": STALE_AFTER, "steal": [doc["holder"].get("token")]},
-                timeout=60,
-            )
+            doc = self.call(w, "begin", {**ask, "steal": [doc["holder"].get("token")]}, timeout=60)
         o = self.outcomes[w.name]
         o.recovered_lock = doc.get("recovered_lock")
         if doc["state"] == "locked":
@@ -299,6 +297,7 @@ class _Deploy:
                 "wheels": [x.request() for x in self.plan.wheels],
                 "uv": self.plan.uv.request(),
                 "python": self.plan.python,
+                "interpreter": self.plan.interpreter.request() if self.plan.interpreter else None,
                 "lock_digest": self.plan.lock_digest,
             },
             timeout=1800,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bundle import CachedWheel, Lock
+from orchestrator.bundle import CachedWheel, Lock, LockedInterpreter
 from orchestrator.errors import BundleError
 from orchestrator.fleet import Fleet, WorkerRef
 
@@ -25,10 +25,30 @@ class DeployPlan:
     wheels: tuple[CachedWheel, ...]
     uv: CachedWheel
     relay: bool = True
+    interpreter: LockedInterpreter | None = None  # the bundle's own Python; None: the workers' system Python
+
+    @property
+    def interpreter_file(self) -> CachedWheel | None:
+        """The interpreter archive as the store and the relay carry it (like a wheel)."""
+        i = self.interpreter
+        if i is None:
+            return None
+        from orchestrator import bundle as bundles
+
+        path = bundles.cache_path(i.sha256, i.filename)
+        return CachedWheel(
+            name="python", version=i.version, filename=i.filename, sha256=i.sha256, size=i.size, path=path
+        )
+
+    @property
+    def files(self) -> tuple[CachedWheel, ...]:
+        """Everything a worker's store must hold: the wheels, the installer, the interpreter archive."""
+        extra = self.interpreter_file
+        return (*self.wheels, self.uv, *((extra,) if extra else ()))
 
     @property
     def bundle_bytes(self) -> int:
-        return sum(w.size for w in self.wheels) + self.uv.size
+        return sum(w.size for w in self.files)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +69,7 @@ class DeployPlan:
             ],
             "wheels": [w.request() for w in self.wheels],
             "installer": self.uv.request(),
+            "interpreter": self.interpreter.request() if self.interpreter else None,
             "bundle_bytes": self.bundle_bytes,
         }
 
@@ -147,6 +168,7 @@ def plan_deploy(
         wheels=wheels,
         uv=installer_wheel(),
         relay=relay,
+        interpreter=lock.interpreter,
     )
 
 

@@ -137,6 +137,7 @@ def stack_differences(a: Report, b: Report) -> list[Difference]:
     def both(item: str, get: Callable[[WorkerRow], object]) -> None:
         items.append((item, _common(a.rows, get), _common(b.rows, get)))
 
+    both("interpreter", WorkerRow.interpreter_text)
     installed = sorted({k for r in rows for k in r.versions} - set(STACK_KEYS))
     for k in (*STACK_KEYS, *installed):
         both(f"{k} (installed)", _getter(lambda r: r.versions, k))

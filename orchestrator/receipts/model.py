@@ -53,6 +53,7 @@ class WorkerRow:
     startup: tuple[str, ...]
     cache: Mapping[str, Any] | None
     slice: str | None = None  # the worker's slice (a multislice run groups by it)
+    interpreter: Mapping[str, Any] | None = None  # the Python it ran on (receipt's `interpreter`)
 
     @property
     def has_receipt(self) -> bool:
@@ -88,6 +89,14 @@ class WorkerRow:
                 text += f" {fe} {ev.get('cache_hits', '?')}h/{ev.get('cache_misses', '?')}m"
         return text or "-"
 
+    def interpreter_text(self) -> str:
+        """`CPython 3.13.0 (archive 6070b8bdd12f)`, `CPython 3.11.2 (system)`, or `-`."""
+        i = self.interpreter
+        if not i:
+            return "-"
+        origin = f"archive {str(i.get('sha256'))[:12]}" if i.get("source") == "artifact" else "system"
+        return f"CPython {i.get('version') or '?'} ({origin})"
+
     def backend_text(self) -> str:
         if not self.backends:
             return "-"
@@ -120,6 +129,7 @@ class WorkerRow:
             "startup": list(self.startup),
             "cache": self.cache,
             "slice": self.slice,
+            "interpreter": dict(self.interpreter) if self.interpreter else None,
         }
 
 

@@ -1,6 +1,6 @@
 """Report: one view of a run from its receipts, and the flags that say what went wrong.
 
-Flags: a missing or invalid receipt, stack differences across workers, a global
+Flags: a missing or invalid receipt, stack (and interpreter) differences across workers, a global
 metric that was not reduced (or reduced over too few processes, or differs), CPU
 fallback on a TPU lane, devices or backends that differ, start-up steps out of
 order, processes that failed or never recorded an exit.
@@ -43,6 +43,7 @@ def build_report(run: RunReceipts) -> Report:
         _missing_receipts(run, rows),
         _invalid_receipts(have),
         _stack_differences(have),
+        _interpreter_flags(have),
         _slice_differences(have),
         _metric_flags(run, have, len(rows)),
         _device_flags(run, have),
@@ -98,6 +99,7 @@ def worker_row(name: str, pid: int, doc: Doc | None, source: str | None) -> Work
         startup=tuple(s.get("name", "?") for s in doc.get("steps") or []),
         cache=doc.get("cache"),
         slice=doc.get("slice"),
+        interpreter=doc.get("interpreter"),
     )
 
 
@@ -216,6 +218,18 @@ def _stack_differences(have: Sequence[WorkerRow]) -> Iterator[Flag]:
                 yield Flag(
                     "versions-differ", f"{k} ({what}) differs across workers: " + describe_groups(vals), tuple(vals)
                 )
+
+
+def _interpreter_flags(have: Sequence[WorkerRow]) -> Iterator[Flag]:
+    """Workers that ran on different Pythons, and a Python that is not the one its environment names."""
+    pythons = {r.worker: r.interpreter_text() for r in have if r.interpreter}
+    if len(groups(pythons)) > 1:
+        yield Flag(
+            "interpreter-differs", "workers ran different interpreters: " + describe_groups(pythons), tuple(pythons)
+        )
+    for r in have:
+        if r.interpreter and r.interpreter.get("mismatch"):
+            yield Flag("interpreter-mismatch", f"{r.worker}: {r.interpreter['mismatch']}", (r.worker,))
 
 
 def _metric_flags(run: RunReceipts, have: Sequence[WorkerRow], total: int) -> Iterator[Flag]:
