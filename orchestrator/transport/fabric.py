@@ -241,9 +241,9 @@ class FabricTransport(FanOut):
             connect_kwargs=connect_kwargs,
         )
         # Read here, not by paramiko: a bad line is skipped and named, @revoked and @cert-authority honoured.
-        known = read_known_hosts(self.known_hosts_path)
+        known = read_known_hosts(self.known_hosts_path, self.memo)
         conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role, known))
-        known.add_to(conn.client.get_host_keys())
+        known.add_host_to(conn.client.get_host_keys(), conn.host, conn.port)
         return conn
 
     def _gateway(self, conn: Any, w: WorkerRef, config: Any, via: tuple[str, ...]) -> Any:
