@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
+from orchestrator.transport.algorithms import transport_class
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
@@ -226,6 +227,7 @@ class FabricTransport(FanOut):
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
             "channel_timeout": self.connect_timeout,
+            "transport_factory": transport_class(),  # cheapest secure algorithms first (algorithms.py)
         }
         if key_file:
             connect_kwargs["key_filename"] = key_file
