@@ -34,8 +34,11 @@ def transport_class() -> type:
     """paramiko's `Transport` with orch's order (for `SSHClient.connect(transport_factory=...)`)."""
     from paramiko import Transport
 
-    class OrderedTransport(Transport):  # type: ignore[misc]
-        _preferred_ciphers = _first(Transport._preferred_ciphers, FIRST_CIPHERS)
-        _preferred_macs = _first(Transport._preferred_macs, FIRST_MACS)
+    ciphers: tuple[str, ...] = getattr(Transport, "_preferred_ciphers")  # noqa: B009  (private: not in the stubs)
+    macs: tuple[str, ...] = getattr(Transport, "_preferred_macs")  # noqa: B009
+
+    class OrderedTransport(Transport):
+        _preferred_ciphers = _first(ciphers, FIRST_CIPHERS)
+        _preferred_macs = _first(macs, FIRST_MACS)
 
     return OrderedTransport
