@@ -26,6 +26,7 @@ from orchestrator.transport.algorithms import transport_class
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
+from orchestrator.transport.limits import ensure_open_files
 from orchestrator.transport.protocol import (
     FanOut,
     LineCallback,
@@ -147,6 +148,7 @@ class FabricTransport(FanOut):
     ) -> None:
         settings = settings or SshSettings.model_validate({})
         self.workers = {w.name: w for w in workers}
+        ensure_open_files(len(self.workers))
         self.base_dir = base_dir or Path.cwd()
         self.connect_timeout = connect_timeout or settings.connect_timeout
         self.command_timeout = command_timeout or settings.command_timeout

@@ -1,5 +1,6 @@
-"""orch's connections prefer the cheapest secure algorithms: the set paramiko offers, reordered
-(AES-GCM first), checked against real sshd workers of the local slice."""
+"""What a wide, cheap fan-out rests on: connections prefer the cheapest secure algorithms (the set
+paramiko offers, reordered: AES-GCM first; checked against real sshd workers of the local slice),
+and the controller makes room for a socket per worker."""
 
 from __future__ import annotations
 
@@ -29,3 +30,20 @@ def test_a_worker_connection_negotiates_aes_gcm(slice4):
         assert result.ok, result.describe()
         transport = t._connection(fleet.workers[0].name).client.get_transport()
         assert transport.local_cipher == transport.remote_cipher == "aes128-gcm@openssh.com"
+
+
+def test_a_wide_fan_out_raises_the_soft_open_files_limit_up_to_the_hard_one():
+    import resource
+
+    from orchestrator.transport.limits import FILES_BASE, FILES_PER_WORKER, ensure_open_files
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        now = ensure_open_files(256)
+        needed = FILES_BASE + FILES_PER_WORKER * 256
+        expected = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        assert now == expected == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert ensure_open_files(1) == now  # never lowered
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
