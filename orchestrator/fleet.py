@@ -57,7 +57,13 @@ class SshSettings(_Model):
 
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to establish an SSH session (TCP, banner, auth).")
     command_timeout: float = Field(600.0, gt=0, description="Default seconds a remote command may run.")
-    max_parallel: int = Field(32, ge=1, le=1024, description="Workers contacted at once.")
+    max_parallel: int = Field(
+        256,
+        ge=1,
+        le=1024,
+        description="Workers contacted at once (a thread and a socket each on the controller); "
+        "the default reaches every host of a 256-host slice in one wave.",
+    )
     host_key_policy: Literal["strict", "accept-new"] = Field(
         "strict",
         description="strict: unknown or changed host keys are refused. "

@@ -20,7 +20,7 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -100,9 +100,42 @@ def decode(data: bytes, path: Path) -> str:
 
 def loads(text: str, path: Path) -> Located:
     """Parse YAML text as if read from `path`."""
+    node = _compose_fast(text, path)
+    if node is False:
+        node = _compose(text, path)
+    located = Located(data=None, file=path)
+    if node is None:
+        located.data = {}
+        return located
+    located.lines[()] = node.start_mark.line + 1
+    located.data = _Builder(located, path).build(node, ())
+    return located
+
+
+# libyaml's parser, when PyYAML was built with it: 20-30 times faster than the pure-Python one (a
+# 256-worker fleet file parses in milliseconds instead of a third of a second). Same YAML 1.1, same
+# resolver and constructors, same marks. A document it refuses is parsed again by the pure-Python
+# parser, whose errors (and lines) are the ones orch reports.
+_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", None)
+
+
+def _compose_fast(text: str, path: Path) -> yaml.Node | None | Literal[False]:
+    """The node graph by libyaml, or False when libyaml is missing or refuses the document."""
+    if _FAST_LOADER is None:
+        return False
     try:
-        _check_events(text, path)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_events(text, path, _FAST_LOADER)
+        node: yaml.Node | None = yaml.compose(text, Loader=_FAST_LOADER)
+    except (yaml.YAMLError, ConfigError):
+        return False
+    return node
+
+
+def _compose(text: str, path: Path) -> yaml.Node | None:
+    """The node graph by the pure-Python parser (limits checked first), every YAML error a ConfigError."""
+    try:
+        _check_events(text, path, yaml.SafeLoader)
+        node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
@@ -116,21 +149,15 @@ def loads(text: str, path: Path) -> Located:
         ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}:1 not valid YAML: {exc}") from None
-    located = Located(data=None, file=path)
-    if node is None:
-        located.data = {}
-        return located
-    located.lines[()] = node.start_mark.line + 1
-    located.data = _Builder(located, path).build(node, ())
-    return located
+    return node
 
 
-def _check_events(text: str, path: Path) -> None:
+def _check_events(text: str, path: Path, loader: Any) -> None:
     """Refuse deep nesting and alias expansion beyond the limits, from the parser's events alone."""
     sizes: dict[str, int] = {}  # anchor -> nodes its value expands to
     # One entry per open collection: [anchor or None, nodes so far].
     stack: list[list[Any]] = [[None, 0]]
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=loader):
         line = event.start_mark.line + 1 if event.start_mark else 1
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if len(stack) > MAX_DEPTH:

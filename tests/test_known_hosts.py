@@ -35,6 +35,43 @@ def test_the_reader_keeps_good_lines_and_names_every_line_it_cannot_use(tmp_path
     assert read_known_hosts(tmp_path / "absent").entries == []
 
 
+def test_a_connection_gets_the_keys_paramiko_looks_up_for_its_host_hashed_and_bracketed_names_included(tmp_path):
+    import paramiko
+    from paramiko.hostkeys import HostKeys
+
+    a, b, c = (paramiko.ECDSAKey.generate() for _ in range(3))
+    known = tmp_path / "known_hosts"
+    hashed = HostKeys.hash_host("10.0.0.7")
+    known.write_text(
+        f"10.0.0.5 {a.get_name()} {a.get_base64()}\n"
+        f"{hashed} {b.get_name()} {b.get_base64()}\n"
+        f"[10.0.0.9]:2222 {c.get_name()} {c.get_base64()}\n"
+    )
+    kh = read_known_hosts(known)
+    for host, port, key in [("10.0.0.5", 22, a), ("10.0.0.7", 22, b), ("10.0.0.9", 2222, c)]:
+        table = HostKeys()
+        kh.add_host_to(table, host, port)
+        name = host if port == 22 else f"[{host}]:{port}"
+        assert table.lookup(name)[key.get_name()] == key
+        assert len(list(table)) == 1  # that host's keys, not the file's
+    table = HostKeys()
+    kh.add_host_to(table, "10.0.0.9", 22)  # the key is for port 2222 only
+    assert table.lookup("10.0.0.9") is None
+
+
+def test_one_fan_out_reads_known_hosts_once_and_again_when_the_file_changes(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(f"10.0.0.2 ssh-ed25519 {ED25519}\n")
+    cache: dict = {}
+    first = read_known_hosts(known, cache)
+    assert read_known_hosts(known, cache) is first
+    with known.open("a") as fh:  # what accept-new does
+        fh.write(f"10.0.0.3 ssh-ed25519 {ED25519}\n")
+    again = read_known_hosts(known, cache)
+    assert again is not first and len(again.entries) == 2
+    assert read_known_hosts(known) is not again  # without a cache: read every time
+
+
 def _worker_line(sb, known: Path) -> str:
     address = sb.address(0)
     [line] = [x for x in known.read_text().splitlines() if x.startswith(address + " ")]

@@ -507,6 +507,14 @@ def test_out_of_order_start_up_and_failed_processes_are_flagged():
     assert next(f for f in rep.flags if f.kind == "failed-process").workers == ("w3",)
 
 
+def test_processes_failing_alike_are_one_entry_with_their_workers_compacted():
+    rep = receipts.build_report(a_run(four(w0={"exit__code": 2}, w1={"exit__code": 2}, w2={"exit__code": 2})))
+    flag = next(f for f in rep.flags if f.kind == "failed-process")
+    assert flag.workers == ("w0", "w1", "w2")
+    assert flag.message.startswith("processes that did not exit 0: w[0-2] (exit 2")
+    assert flag.message.count("(exit") == 1
+
+
 # ---------------------------------------------------------------------------
 # Compare
 

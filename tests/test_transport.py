@@ -37,7 +37,11 @@ def transport_with_ssh_config(tmp_path: Path, config: str, **kw) -> FabricTransp
     (tmp_path / "ssh_config").write_text(config)
     known = tmp_path / "known_hosts"
     key = paramiko.ECDSAKey.generate()
-    known.write_text(f"other.example {key.get_name()} {key.get_base64()}\n")
+    hop_key = paramiko.ECDSAKey.generate()
+    known.write_text(
+        f"other.example {key.get_name()} {key.get_base64()}\n"
+        f"[bastion.example]:2222 {hop_key.get_name()} {hop_key.get_base64()}\n"
+    )
     settings = SshSettings(config_file=str(tmp_path / "ssh_config"), connect_timeout=4)
     return FabricTransport([worker(**kw)], settings, known_hosts=known, base_dir=tmp_path)
 
@@ -61,7 +65,9 @@ def test_a_proxyjump_hop_gets_our_host_key_policy_known_hosts_and_timeouts(tmp_p
     policy = bastion.client._policy
     assert isinstance(policy, _HostKeyPolicy) and policy.role == "jump host "
     assert not isinstance(policy, paramiko.AutoAddPolicy)
-    assert "other.example" in bastion.client.get_host_keys()  # our known_hosts, never written back
+    # our known_hosts (the hop's own keys from it, as paramiko looks them up), never written back
+    assert "[bastion.example]:2222" in bastion.client.get_host_keys()
+    assert "other.example" not in bastion.client.get_host_keys()
     assert bastion.client._host_keys_filename is None
     assert bastion.connect_timeout == 4
     assert {k: bastion.connect_kwargs[k] for k in ("banner_timeout", "auth_timeout", "channel_timeout")} == {

@@ -15,6 +15,7 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
+from orchestrator.names import compact_names
 from orchestrator.receipts.copies import RunReceipts, RunRecordFacts, load_run
 from orchestrator.receipts.model import Flag, Report, WorkerRow, describe_groups, groups, workers_text
 from orchestrator.receipts.schema import Doc, prune, startup_rank, validate
@@ -342,16 +343,21 @@ def _startup_order(have: Sequence[WorkerRow]) -> Iterator[Flag]:
 def _exit_flags(have: Sequence[WorkerRow]) -> Iterator[Flag]:
     failed = [r for r in have if r.exit and (r.exit.get("signal") or r.exit.get("code") not in (0, None))]
     if failed:
+        # one entry per reason, its workers compacted: 256 workers failing alike are one short line
+        by_reason: dict[str, list[str]] = {}
+        for r in failed:
+            by_reason.setdefault(_exit_reason(r), []).append(r.worker)
         yield Flag(
             "failed-process",
-            "processes that did not exit 0: " + ", ".join(f"{r.worker} ({_exit_reason(r)})" for r in failed),
+            "processes that did not exit 0: "
+            + ", ".join(f"{compact_names(workers)} ({reason})" for reason, workers in by_reason.items()),
             tuple(r.worker for r in failed),
         )
     running = [r.worker for r in have if not r.exit]
     if running:
         yield Flag(
             "no-exit",
-            f"no exit status in the receipts of {', '.join(running)} (still running, "
+            f"no exit status in the receipts of {compact_names(running)} (still running, "
             "or lost before anything recorded its end)",
             tuple(running),
         )

@@ -22,9 +22,11 @@ from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
+from orchestrator.transport.algorithms import transport_class
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
+from orchestrator.transport.limits import ensure_open_files
 from orchestrator.transport.protocol import (
     FanOut,
     LineCallback,
@@ -146,6 +148,7 @@ class FabricTransport(FanOut):
     ) -> None:
         settings = settings or SshSettings.model_validate({})
         self.workers = {w.name: w for w in workers}
+        ensure_open_files(len(self.workers))
         self.base_dir = base_dir or Path.cwd()
         self.connect_timeout = connect_timeout or settings.connect_timeout
         self.command_timeout = command_timeout or settings.command_timeout
@@ -226,6 +229,7 @@ class FabricTransport(FanOut):
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
             "channel_timeout": self.connect_timeout,
+            "transport_factory": transport_class(),  # cheapest secure algorithms first (algorithms.py)
         }
         if key_file:
             connect_kwargs["key_filename"] = key_file
@@ -241,9 +245,9 @@ class FabricTransport(FanOut):
             connect_kwargs=connect_kwargs,
         )
         # Read here, not by paramiko: a bad line is skipped and named, @revoked and @cert-authority honoured.
-        known = read_known_hosts(self.known_hosts_path)
+        known = read_known_hosts(self.known_hosts_path, self.memo)
         conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role, known))
-        known.add_to(conn.client.get_host_keys())
+        known.add_host_to(conn.client.get_host_keys(), conn.host, conn.port)
         return conn
 
     def _gateway(self, conn: Any, w: WorkerRef, config: Any, via: tuple[str, ...]) -> Any:

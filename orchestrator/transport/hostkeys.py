@@ -55,6 +55,7 @@ class KnownHostsFile:
     revoked: list[tuple[int, Any]] = field(default_factory=list)  # (line, key)
     cert_authorities: list[tuple[int, list[str]]] = field(default_factory=list)  # (line, host patterns)
     unreadable: list[tuple[int, str]] = field(default_factory=list)  # (line, why)
+    table: Any = None  # the usable entries as one paramiko HostKeys, filled by `read_known_hosts`
 
     def revoked_line(self, key: Any) -> int | None:
         """The line that revokes `key`, if one does."""
@@ -75,10 +76,50 @@ class KnownHostsFile:
             for name in entry.hostnames:
                 host_keys.add(name, entry.key.get_name(), entry.key)
 
+    def add_host_to(self, host_keys: Any, host: str, port: int | None) -> None:
+        """Put into `host_keys` the keys paramiko looks up for `host:port` (exactly what it finds once
+        `add_to` put every entry there), and no others: a connection to one worker then costs one
+        lookup, not a copy of the whole file (which made a 256-worker fan-out quadratic)."""
+        name = host if port in (None, 22) else f"[{host}]:{port}"
+        found = self.table.lookup(name) if self.table is not None else None
+        if found:
+            for keytype in found.keys():
+                host_keys.add(name, keytype, found[keytype])
 
-def read_known_hosts(path: Path) -> KnownHostsFile:
+
+_read_lock = threading.Lock()
+# The key under which `read_known_hosts` keeps its last reading in a caller's cache.
+READING = "known-hosts-reading"
+
+
+def read_known_hosts(path: Path, cache: dict[str, Any] | None = None) -> KnownHostsFile:
+    """`path` read line by line (an absent file is empty; a bad line never raises).
+
+    With `cache` (one fan-out's: the transport's memo), the reading is kept there and the file read
+    again only when it changed (size, times or inode): the connections of one fan-out check against
+    one reading instead of each parsing every key of the file again, and a key that accept-new
+    records is seen by the next connection.
+    """
+    if cache is None:
+        return read_known_hosts_now(path)
+    try:
+        st = path.stat()
+        stamp: tuple[int, ...] | None = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    except OSError:
+        stamp = None
+    with _read_lock:
+        cached = cache.get(READING)
+        if cached is not None and stamp is not None and cached[:2] == (path, stamp):
+            known: KnownHostsFile = cached[2]
+            return known
+        known = read_known_hosts_now(path)
+        cache[READING] = (path, stamp, known)
+        return known
+
+
+def read_known_hosts_now(path: Path) -> KnownHostsFile:
     """Read `path` line by line (an absent file is empty); never raises on a bad line."""
-    from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
+    from paramiko.hostkeys import HostKeyEntry, HostKeys, InvalidHostKey
 
     out = KnownHostsFile(path)
     try:
@@ -116,6 +157,8 @@ def read_known_hosts(path: Path) -> KnownHostsFile:
             out.entries.append(entry)
     revoked = [k for _, k in out.revoked]
     out.entries = [e for e in out.entries if e.key not in revoked]
+    out.table = HostKeys()
+    out.add_to(out.table)
     return out
 
 
