@@ -28,6 +28,11 @@ import yaml
 from orchestrator import sandbox
 from orchestrator.fleet import Fleet, load_fleet
 
+# Warm connections (a background holder of SSH connections per fleet) are off for the suite: a
+# test sees exactly the connections it makes, and no holder outlives the session. The tests of
+# warm connections themselves (test_warm_slice.py) turn them on, each with its own holder directory.
+os.environ["ORCH_SSH_PERSIST"] = "0"
+
 # Fixture modules kept next to this file.
 pytest_plugins = [name for name in ("bundle_fixtures",) if (Path(__file__).parent / f"{name}.py").exists()]
 

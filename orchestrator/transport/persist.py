@@ -182,7 +182,7 @@ class Holder:
         self.refused = 0
         self._lock = threading.Lock()
         self._files = self._file_signature()
-        self.listener: socket.socket | None = None
+        self.stopping = threading.Event()
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -243,7 +243,6 @@ class Holder:
             os.umask(old)
         os.chmod(path, 0o600)
         listener.listen(128)
-        self.listener = listener
         log.info("holding %s (%d workers) on %s, idle limit %gs", self.fleet_path, len(self.fleet.workers), path, self.persist)
         try:
             while True:
@@ -256,8 +255,10 @@ class Holder:
                     client, _ = listener.accept()
                 except TimeoutError:
                     continue
-                except OSError:
-                    return  # shut down by `stop`
+                if self.stopping.is_set():
+                    client.close()
+                    log.info("stopped")
+                    return
                 threading.Thread(target=self._client, args=(client,), daemon=True).start()
         finally:
             path.unlink(missing_ok=True)
@@ -265,11 +266,16 @@ class Holder:
             self.transport.drop_all()
 
     def stop(self) -> None:
-        if self.listener is not None:
-            try:
-                self.listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        """Make the accept loop end (it wakes on a connection of our own)."""
+        self.stopping.set()
+        waker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        waker.setblocking(False)
+        try:
+            waker.connect(str(wire.socket_path(self.directory, self.key)))
+        except OSError:
+            pass
+        finally:
+            waker.close()
 
     def _client(self, sock: socket.socket) -> None:
         with sock:
@@ -292,6 +298,9 @@ class Holder:
             if got is None:
                 return
             request, blob = got
+            if request.get("op") in ("status", "stop"):  # asking about the holder is not using it
+                self._dispatch(sock, request, blob)
+                return
             with self._lock:
                 self.active += 1
                 self.requests += 1

@@ -207,3 +207,60 @@ def ask(path: Path, request: Mapping[str, Any], timeout: float = 5.0) -> dict[st
     if got is None:
         raise WireError(f"{path}: no reply")
     return got[0]
+
+
+# -- the holders of this user ------------------------------------------------------
+
+
+def holders(directory: Path | None = None) -> list[dict[str, Any]]:
+    """Every live holder in this user's directory, as its status; dead sockets are removed."""
+    try:
+        directory = directory or holder_dir(create=False)
+    except (OSError, WireError):
+        return []
+    found = []
+    for path in sorted(directory.glob("*.sock")):
+        try:
+            reply = ask(path, {"op": "status"})
+        except (OSError, WireError):
+            if _unlocked(directory / (path.stem + ".lock")):
+                path.unlink(missing_ok=True)  # its holder is gone
+            continue
+        if reply.get("ok"):
+            found.append(reply["status"])
+    return found
+
+
+def _unlocked(lock: Path) -> bool:
+    import fcntl
+
+    try:
+        with open(lock, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def stop_holders(directory: Path | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Ask every live holder to exit and wait until each has let go of its lock; what each said."""
+    import time
+
+    try:
+        directory = directory or holder_dir(create=False)
+    except (OSError, WireError):
+        return []
+    stopped = []
+    for path in sorted(directory.glob("*.sock")):
+        try:
+            reply = ask(path, {"op": "stop"})
+        except (OSError, WireError):
+            continue
+        deadline = time.monotonic() + timeout
+        lock = directory / (path.stem + ".lock")
+        while not _unlocked(lock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stopped.append({"key": path.stem, "pid": reply.get("pid"), "stopped": _unlocked(lock)})
+    return stopped
