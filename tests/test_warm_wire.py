@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.transport import wire
+from orchestrator import connections as wire
 
 
 def pair() -> tuple[socket.socket, socket.socket]:

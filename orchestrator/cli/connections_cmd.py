@@ -20,7 +20,7 @@ def connections(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from orchestrator.transport import wire
+    from orchestrator import connections as wire
 
     found = wire.holders()
     if as_json:
@@ -44,7 +44,7 @@ def _left(h: dict[str, Any]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="What was stopped as one JSON document.")
 def stop(as_json: bool) -> None:
     """Stop every connection holder of this user (their connections close; the next command starts one again)."""
-    from orchestrator.transport import wire
+    from orchestrator import connections as wire
 
     stopped = wire.stop_holders()
     if as_json:

@@ -519,14 +519,5 @@ def _close_chain(conn: Any) -> None:
 
 
 def for_fleet(fleet: Fleet, workers: Iterable[WorkerRef], **overrides: Any) -> FabricTransport:
-    """A FabricTransport for some of a fleet's workers, with the fleet's SSH settings.
-
-    Through the fleet's connection holder when warm connections are on (see `warm`), else direct.
-    """
-    from orchestrator.transport.warm import warm_transport
-
-    workers = list(workers)
-    warm = warm_transport(fleet, workers, overrides)
-    if warm is not None:
-        return warm
+    """A FabricTransport for some of a fleet's workers, with the fleet's SSH settings."""
     return FabricTransport(workers, fleet.model.ssh, base_dir=fleet.base_dir, **overrides)

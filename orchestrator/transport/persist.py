@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.transport import wire
+from orchestrator import connections as wire
 from orchestrator.transport.fabric import FabricTransport, _remote_runner_class
 from orchestrator.transport.protocol import Result, StdinSource
 
@@ -243,7 +243,13 @@ class Holder:
             os.umask(old)
         os.chmod(path, 0o600)
         listener.listen(128)
-        log.info("holding %s (%d workers) on %s, idle limit %gs", self.fleet_path, len(self.fleet.workers), path, self.persist)
+        log.info(
+            "holding %s (%d workers) on %s, idle limit %gs",
+            self.fleet_path,
+            len(self.fleet.workers),
+            path,
+            self.persist,
+        )
         try:
             while True:
                 left = self.idle_left()

@@ -1,6 +1,6 @@
 """The client side of warm connections: a FabricTransport whose operations a holder runs.
 
-`warm_transport` (called by `for_fleet`, the one place transports are built)
+`for_fleet` (the one place commands build a transport) asks `warm_transport`, which
 finds or starts the fleet's connection holder (`persist`) and returns a
 `WarmTransport`; when warm connections are off (`ssh.persist: 0`,
 `ORCH_SSH_PERSIST=0`) or the holder cannot be reached or started, it returns
@@ -28,9 +28,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator import connections as wire
 from orchestrator.fleet import Fleet, WorkerRef
-from orchestrator.transport import wire
 from orchestrator.transport.fabric import FabricTransport
+from orchestrator.transport.fabric import for_fleet as direct_for_fleet
 from orchestrator.transport.protocol import LineCallback, LocalPath, LocalSource, Result, Stdin, source_name
 
 log = logging.getLogger("orchestrator.transport.warm")
@@ -112,6 +113,14 @@ def warm_transport(fleet: Fleet, workers: Iterable[WorkerRef], overrides: Mappin
         note(directory, f"warm connections unavailable, connecting directly: {exc}")
         return None
     return WarmTransport(workers, fleet.model.ssh, holder=path, base_dir=fleet.base_dir, **overrides)
+
+
+def for_fleet(fleet: Fleet, workers: Iterable[WorkerRef], **overrides: Any) -> FabricTransport:
+    """A transport for some of a fleet's workers with the fleet's SSH settings: through the fleet's
+    connection holder when warm connections are on, else direct (`fabric.for_fleet`)."""
+    workers = list(workers)
+    warm = warm_transport(fleet, workers, overrides)
+    return warm if warm is not None else direct_for_fleet(fleet, workers, **overrides)
 
 
 def result_of(doc: Mapping[str, Any]) -> Result:

@@ -124,7 +124,7 @@ def send(sock: socket.socket, doc: Mapping[str, Any], blob: bytes | None = None)
 
 
 def _exactly(sock: socket.socket, n: int) -> bytes | None:
-    chunks = []
+    chunks: list[bytes] = []
     while n:
         chunk = sock.recv(min(n, 1 << 20))
         if not chunk:
@@ -259,8 +259,17 @@ def stop_holders(directory: Path | None = None, timeout: float = 10.0) -> list[d
         except (OSError, WireError):
             continue
         deadline = time.monotonic() + timeout
-        lock = directory / (path.stem + ".lock")
-        while not _unlocked(lock) and time.monotonic() < deadline:
+        pid = int(reply.get("pid") or 0)
+        while not _gone(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        stopped.append({"key": path.stem, "pid": reply.get("pid"), "stopped": _unlocked(lock)})
+        stopped.append({"key": path.stem, "pid": pid, "stopped": _gone(pid)})
     return stopped
+
+
+def _gone(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie waiting for its reaper counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
