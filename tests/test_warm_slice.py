@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -215,3 +216,52 @@ def test_a_holder_directory_others_can_read_means_connecting_directly(slice4, wa
     out = slice4.orch("exec", "--", "hostname", env=warm.env)
     assert sorted(out.stdout.splitlines()) == sorted(f"{w} | {w}" for w in slice4.workers)
     assert warm.pids() == []
+
+
+def test_warm_exec_prints_what_exec_prints_without_the_holder_and_hands_unusual_forms_to_the_cli(slice4, warm):
+    import re
+
+    def masked(text: str) -> str:
+        return re.sub(r"\d+\.\d\ds\)", "T)", re.sub(r"slowest \S+", "slowest W", text))
+
+    argv = [
+        "exec",
+        "--workers",
+        "slice-w[0-2]",
+        "--",
+        "sh",
+        "-c",
+        'echo out; echo err >&2; [ "$(hostname)" != slice-w1 ]',
+    ]
+    cold = slice4.orch(*argv, check=False, env={wire.PERSIST_ENV: "0"})
+    slice4.orch("exec", "--", "true", env=warm.env)  # starts the holder
+    fast = slice4.orch(*argv, check=False, env=warm.env)
+    assert (fast.returncode, sorted(fast.stdout.splitlines())) == (cold.returncode, sorted(cold.stdout.splitlines()))
+    assert sorted(masked(fast.stderr).splitlines()) == sorted(masked(cold.stderr).splitlines())
+    as_json = [*argv[:3], "--json", *argv[3:]]
+    cold_doc = json.loads(slice4.orch(*as_json, check=False, env={wire.PERSIST_ENV: "0"}).stdout)
+    fast_doc = json.loads(slice4.orch(*as_json, check=False, env=warm.env).stdout)
+    for doc in (cold_doc, fast_doc):
+        for r in doc["results"]:
+            r.pop("elapsed")
+    assert fast_doc == cold_doc
+    # A lane that does not exist: the holder refuses, the CLI says why (exit 2).
+    bad = slice4.orch("exec", "--lane", "nope", "--", "true", check=False, env=warm.env)
+    assert bad.returncode == 2 and "no lane 'nope'" in bad.stderr
+    (holder,) = warm.holders()
+    assert holder["connects"] == {w: 1 for w in slice4.workers}
+
+
+def test_warm_exec_hands_the_command_over_before_importing_click_pydantic_yaml_or_paramiko(slice4, warm):
+    slice4.orch("exec", "--", "true", env=warm.env)  # starts the holder
+    env = {**os.environ, **warm.env, "ORCH_FLEET": str(slice4.fleet_path)}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "orchestrator", "exec", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert imported and not {"click", "pydantic", "yaml", "paramiko", "fabric", "rich"} & imported

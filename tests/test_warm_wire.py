@@ -108,3 +108,47 @@ def test_the_fleet_file_is_found_as_load_fleet_finds_it(tmp_path, monkeypatch):
     monkeypatch.setenv(wire.FLEET_ENV, str(tmp_path / "elsewhere.yaml"))
     assert wire.fleet_file(None) is None
     assert wire.fleet_file(tmp_path / "fleet.yaml") == Path(os.path.realpath(tmp_path / "fleet.yaml"))
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["exec", "--", "true"], {"argv": ["true"], "json": False, "keyed": {}}),
+        (
+            [
+                "--fleet",
+                "f.yaml",
+                "--host-key-policy",
+                "accept-new",
+                "exec",
+                "--lane",
+                "cpu",
+                "--json",
+                "--",
+                "ls",
+                "-l",
+            ],
+            {"fleet": "f.yaml", "keyed": {"host_key_policy": "accept-new"}, "json": True, "argv": ["ls", "-l"]},
+        ),
+        (
+            ["--connect-timeout", "3", "exec", "--workers", "w[0-3]", "--timeout", "9", "--", "x"],
+            {"keyed": {"connect_timeout": 3.0}, "timeout": 9.0, "select": {"lane": None, "workers": "w[0-3]"}},
+        ),
+        (["exec", "true"], None),  # no `--`: the CLI parses it
+        (["--debug", "exec", "--", "true"], None),
+        (["exec", "--verbose", "--", "true"], None),
+        (["exec", "--timeout", "soon", "--", "true"], None),
+        (["--host-key-policy", "yolo", "exec", "--", "true"], None),
+        (["exec", "--"], None),
+        (["probe", "--", "true"], None),
+        (["exec", "--help"], None),
+    ],
+)
+def test_only_plain_exec_commands_take_the_warm_fast_path(args, expected):
+    from orchestrator.entry import parse
+
+    got = parse(args)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and {k: got[k] for k in expected} == expected

@@ -391,7 +391,7 @@ class Holder:
         keys = t.accepted_keys[seen_keys:]
         if keys:
             self._files = self._file_signature()  # our own write to known_hosts
-        work.send({"t": "done", "accepted_keys": [list(k) for k in keys]})
+        work.send({"t": "done", "accepted_keys": [list(k) for k in keys], "known_hosts": t.known_hosts_display})
         work.done.set()
 
     def _action(
