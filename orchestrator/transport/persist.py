@@ -31,12 +31,14 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from orchestrator import connections as wire
 from orchestrator.transport.fabric import FabricTransport, _remote_runner_class
+from orchestrator.transport.failures import classify_exception
 from orchestrator.transport.protocol import Result, StdinSource
 
 log = logging.getLogger("orchestrator.transport.persist")
@@ -65,6 +67,25 @@ class HeldTransport(FabricTransport):
         self.connects: dict[str, int] = {}
         self.reconnects: dict[str, int] = {}
         self._runner = _tracked_runner_class()
+        self._opening: dict[str, threading.Lock] = {}
+
+    def _connection(self, name: str) -> Any:
+        # Commands share the holder: two asking for the same worker at once open one connection.
+        with self._conn_lock:
+            lock = self._opening.setdefault(name, threading.Lock())
+        with lock:
+            return super()._connection(name)
+
+    def failure(self, name: str, argv: Sequence[str], exc: BaseException, elapsed: float) -> Result:
+        import paramiko
+
+        if isinstance(exc, paramiko.ChannelException) and self.is_held(name):
+            # The worker refused one more session on a live connection (sshd's MaxSessions): the
+            # connection carries other commands' sessions, so it is kept.
+            kind, text = classify_exception(exc, self, name)
+            text += " (the worker refused another session on the held connection; sshd MaxSessions?)"
+            return Result(host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
+        return super().failure(name, argv, exc, elapsed)
 
     def _build_connection(self, name: str) -> Any:
         conn = super()._build_connection(name)
@@ -367,7 +388,8 @@ class Holder:
             try:
                 reused = t.is_held(w.name)
                 r = act(w.name)
-                if reused and r.error_kind == "connect" and not (r.stdout or r.stderr) and not work.gone.is_set():
+                lost = reused and r.error_kind == "connect" and not t.is_held(w.name)
+                if lost and not (r.stdout or r.stderr) and not work.gone.is_set():
                     with t._conn_lock:
                         t.reconnects[w.name] = t.reconnects.get(w.name, 0) + 1
                     log.info("%s: held connection lost (%s); reconnecting once", w.name, r.error)
@@ -387,7 +409,15 @@ class Holder:
             work.send({"t": "result", "r": doc})
             return r
 
-        t.map(one, hosts)
+        # Each command brings its own parallelism, as it would to its own connections: one worker
+        # runs on this request's thread, a fan-out on a pool of its own (a shared pool would let
+        # one command's long-running operations hold back every other command's).
+        workers = [t.workers[h] for h in hosts]
+        if len(workers) == 1:
+            t._guard(one, workers[0])
+        elif workers:
+            with ThreadPoolExecutor(max_workers=min(t.max_parallel, len(workers))) as pool:
+                list(pool.map(lambda w: t._guard(one, w), workers))
         keys = t.accepted_keys[seen_keys:]
         if keys:
             self._files = self._file_signature()  # our own write to known_hosts
