@@ -102,29 +102,24 @@ def exec_warm(args: list[str]) -> int | None:
             sys.stderr.write("Aborted!\n")
             return 1
         except (OSError, wire.WireError) as exc:
-            return _lost(req, f"lost the holder before it accepted the command: {exc}")
+            _lost(f"lost the holder before it accepted the command: {exc}")
+            return None
 
 
-def _lost(req: dict[str, Any], why: str) -> int | None:
-    wire_note(why)
-    return None
-
-
-def wire_note(message: str) -> None:
+def _lost(why: str) -> None:
+    """Say quietly (in the holder directory's warm.log) why the full CLI takes over."""
     try:
         import os
         import time
 
         with open(wire.holder_dir(create=False) / "warm.log", "a") as f:
-            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {message}\n")
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {why}\n")
     except (OSError, wire.WireError):
         pass
 
 
 def _receive(sock: Any, req: dict[str, Any]) -> int | None:
-    from orchestrator.result import Result
-
-    results: dict[str, Result] = {}
+    results: dict[str, dict[str, Any]] = {}
     hosts: list[str] = []
     width = 0
     problem = "the holder ended the connection"
@@ -138,17 +133,7 @@ def _receive(sock: Any, req: dict[str, Any]) -> int | None:
                 stream.write(f"{doc['h']:<{width}} | {doc['l']}\n")
                 stream.flush()
             elif kind == "result":
-                r = doc["r"]
-                results[r["host"]] = Result(
-                    host=r["host"],
-                    argv=tuple(r["argv"]),
-                    exit_code=r["exit_code"],
-                    stdout=r["stdout"],
-                    stderr=r["stderr"],
-                    elapsed=r["elapsed"],
-                    error=r["error"],
-                    error_kind=r["error_kind"],
-                )
+                results[doc["r"]["host"]] = doc["r"]
             elif kind == "accepted":
                 hosts = [str(h) for h in doc["hosts"]]
                 width = max((len(h) for h in hosts), default=0)
@@ -161,20 +146,42 @@ def _receive(sock: Any, req: dict[str, Any]) -> int | None:
     except (OSError, wire.WireError) as exc:
         problem = f"lost the holder mid-operation: {exc}"
     if not hosts:
-        return _lost(req, f"the holder did not take the command: {problem}")
-    argv = tuple(req["argv"])
+        _lost(f"the holder did not take the command: {problem}")
+        return None
+    argv = list(req["argv"])
     for h in hosts:
         if h not in results:
-            results[h] = Result(host=h, argv=argv, exit_code=None, error=problem, error_kind="connect")
-    ordered = {h: results[h] for h in hosts}
-    if req["json"]:
-        doc = {"schema_version": 1, "argv": list(argv), "results": [r.to_dict() for r in ordered.values()]}
-        out.write(json.dumps(doc, indent=2) + "\n")
-    else:
-        _summary(ordered)
+            results[h] = {"host": h, "argv": argv, "exit_code": None, "error": problem, "error_kind": "connect"}
+    ordered = [results[h] for h in hosts]
+    # Result (a dataclass: dataclasses imports inspect and ast) only when a failure or --json needs it.
+    all_ok = all(r.get("error") is None and r.get("exit_code") == 0 for r in ordered)
+    if req["json"] or not all_ok:
+        from orchestrator.result import Result
+
+        full = {
+            r["host"]: Result(
+                host=r["host"],
+                argv=tuple(r["argv"]),
+                exit_code=r["exit_code"],
+                stdout=r.get("stdout") or "",
+                stderr=r.get("stderr") or "",
+                elapsed=float(r.get("elapsed") or 0.0),
+                error=r.get("error"),
+                error_kind=r.get("error_kind"),
+            )
+            for r in ordered
+        }
+        if req["json"]:
+            doc = {"schema_version": 1, "argv": argv, "results": [r.to_dict() for r in full.values()]}
+            out.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            _summary(full)
+    elif ordered:
+        slowest = max(ordered, key=lambda r: float(r.get("elapsed") or 0.0))
+        err.write(f"{len(ordered)}/{len(ordered)} hosts ok (slowest {slowest['host']} {slowest['elapsed']:.2f}s)\n")
     for worker, host, fingerprint in done.get("accepted_keys") or ():
         err.write(f"orch: recorded new host key for {worker} ({host}) {fingerprint} in {done.get('known_hosts')}\n")
-    return 1 if any(r.failed for r in ordered.values()) else 0
+    return 0 if all_ok else 1
 
 
 def _summary(results: dict[str, Any]) -> None:
