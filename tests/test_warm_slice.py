@@ -265,3 +265,24 @@ def test_warm_exec_hands_the_command_over_before_importing_click_pydantic_yaml_o
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert imported and not {"click", "pydantic", "yaml", "paramiko", "fabric", "rich"} & imported
+
+
+def test_known_hosts_is_checked_again_when_it_changes_and_only_a_worker_it_no_longer_vouches_for_is_dropped(
+    make_sandbox, warm
+):
+    s = make_sandbox(2)
+    s.orch("exec", "--", "true", env=warm.env)
+    known = s.dir / "known_hosts"
+    lines = known.read_text().splitlines(keepends=True)
+    known.write_text("".join(lines) + "# a comment: nothing changes\n")
+    s.orch("exec", "--", "true", env=warm.env)
+    (holder,) = warm.holders()
+    assert holder["connects"] == {"slice-w0": 1, "slice-w1": 1}, "a harmless edit dropped a held connection"
+    w0 = s.address(0)
+    known.write_text("".join(line for line in lines if w0 not in line))
+    proc = s.orch("exec", "--json", "--", "true", env=warm.env, check=False)
+    results = {r["host"]: r for r in json.loads(proc.stdout)["results"]}
+    assert results["slice-w0"]["error_kind"] == "host-key" and "not in" in results["slice-w0"]["error"]
+    assert results["slice-w1"]["ok"]
+    (holder,) = warm.holders()
+    assert holder["connects"]["slice-w1"] == 1 and holder["held"] == ["slice-w1"]

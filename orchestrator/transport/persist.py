@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import connections as wire
-from orchestrator.transport.fabric import FabricTransport, _remote_runner_class
+from orchestrator.transport.fabric import FabricTransport, _chain, _remote_runner_class
 from orchestrator.transport.failures import classify_exception
+from orchestrator.transport.hostkeys import read_known_hosts
 from orchestrator.transport.protocol import Result, StdinSource
 
 log = logging.getLogger("orchestrator.transport.persist")
@@ -106,6 +107,33 @@ class HeldTransport(FabricTransport):
     def drop_all(self) -> None:
         for name in list(self._connections):
             self._drop(name)
+
+
+def _still_trusted(t: HeldTransport, name: str) -> bool:
+    """Whether known_hosts, as it is now, still accepts every host key of `name`'s held connection chain."""
+    import paramiko
+
+    try:
+        with t._conn_lock:
+            conn = t._connections.get(name)
+        if conn is None:
+            return False
+        known = read_known_hosts(t.known_hosts_path)
+        keys = paramiko.HostKeys()
+        known.add_to(keys)
+        for c in _chain(conn):
+            transport = c.client.get_transport()
+            if transport is None or not transport.is_active():
+                return False
+            key = transport.get_remote_server_key()
+            port = c.port or 22
+            # the name paramiko looks a server up by in known_hosts
+            looked_up = c.host if port == 22 else f"[{c.host}]:{port}"
+            if known.revoked_line(key) is not None or not keys.check(looked_up, key):
+                return False
+        return True
+    except Exception:
+        return False
 
 
 class _QueueStdin:
@@ -218,11 +246,21 @@ class Holder:
         return tuple(sig)
 
     def _check_files(self) -> None:
+        """known_hosts changed: drop each held connection whose host keys it no longer vouches for
+        (the others may carry other commands' sessions). ssh_config changed: drop them all."""
         sig = self._file_signature()
-        if sig != self._files:
-            log.info("known_hosts or ssh_config changed: dropping every held connection")
-            self.transport.drop_all()
-            self._files = sig
+        if sig == self._files:
+            return
+        t = self.transport
+        if sig[1] != self._files[1]:
+            log.info("ssh_config changed: dropping every held connection")
+            t.drop_all()
+        else:
+            for name in t.held():
+                if not _still_trusted(t, name):
+                    log.info("%s: known_hosts no longer vouches for its held connection: dropped", name)
+                    t._drop(name)
+        self._files = sig
 
     def idle_left(self) -> float:
         with self._lock:
