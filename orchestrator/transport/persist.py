@@ -221,6 +221,8 @@ class Holder:
         if fleet_path.read_bytes() != content:
             raise SystemExit(f"{fleet_path} changed while the holder started")
         self.persist = wire.persist_override() or float(self.fleet.model.ssh.persist)
+        if overrides.get("known_hosts"):  # a path, sent as text
+            overrides = {**overrides, "known_hosts": Path(overrides["known_hosts"])}
         self.transport = HeldTransport(
             self.fleet.workers, self.fleet.model.ssh, base_dir=self.fleet.base_dir, **overrides
         )
