@@ -59,7 +59,7 @@ def persist_override() -> float | None:
 def holder_dir(create: bool = True) -> Path:
     """The per-user directory of holder sockets, checked private (0700, ours, a real directory)."""
     if os.environ.get(DIR_ENV):
-        path = Path(os.environ[DIR_ENV])
+        path = Path(os.path.abspath(os.environ[DIR_ENV]))
     elif os.environ.get("XDG_RUNTIME_DIR"):
         path = Path(os.environ["XDG_RUNTIME_DIR"]) / "orch"
     else:

@@ -37,7 +37,7 @@ from orchestrator.transport.protocol import LineCallback, LocalPath, LocalSource
 log = logging.getLogger("orchestrator.transport.warm")
 # The settings that change how a holder connects: a different value is a different holder.
 KEYED_OVERRIDES = ("host_key_policy", "connect_timeout", "known_hosts", "transfer_timeout", "max_parallel")
-START_TIMEOUT = 20.0
+START_TIMEOUT = 15.0
 
 
 def note(directory: Path | None, message: str) -> None:
@@ -86,7 +86,14 @@ def ensure_holder(directory: Path, key: str, fleet_path: Path, overrides: Mappin
     ]
     with open(directory / f"{key}.log", "ab") as out:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True, cwd="/"
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+            env={**os.environ, wire.DIR_ENV: str(directory)},  # as this command found it, from any cwd
         )
     proc.wait(timeout=START_TIMEOUT)  # the detaching parent: it forks and returns at once
     deadline = time.monotonic() + START_TIMEOUT
