@@ -286,3 +286,29 @@ def test_known_hosts_is_checked_again_when_it_changes_and_only_a_worker_it_no_lo
     assert results["slice-w1"]["ok"]
     (holder,) = warm.holders()
     assert holder["connects"]["slice-w1"] == 1 and holder["held"] == ["slice-w1"]
+
+
+def test_commands_copying_to_one_worker_at_once_share_its_held_connection_safely(slice4, warm, monkeypatch):
+    import threading
+
+    from orchestrator.transport import for_fleet
+
+    for k, v in warm.env.items():
+        monkeypatch.setenv(k, v)
+    data = os.urandom(4 << 20)
+    results: list = []
+
+    def copy(i: int) -> None:
+        with for_fleet(slice4.fleet, slice4.fleet.workers) as t:
+            results.append(t.put(io.BytesIO(data), f"/tmp/warm-concurrent-{i}", ["slice-w0"])["slice-w0"])
+
+    threads = [threading.Thread(target=copy, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert len(results) == 3 and all(r.ok for r in results), results
+    sums = slice4.ssh(0, "sh", "-c", "cat /tmp/warm-concurrent-* | wc -c", check=True).stdout
+    assert int(sums) == 3 * len(data)
+    (holder,) = warm.holders()
+    assert holder["connects"]["slice-w0"] == 1

@@ -69,6 +69,7 @@ class HeldTransport(FabricTransport):
         self.reconnects: dict[str, int] = {}
         self._runner = _tracked_runner_class()
         self._opening: dict[str, threading.Lock] = {}
+        self._copying: dict[str, threading.Lock] = {}
 
     def _connection(self, name: str) -> Any:
         # Commands share the holder: two asking for the same worker at once open one connection.
@@ -76,6 +77,13 @@ class HeldTransport(FabricTransport):
             lock = self._opening.setdefault(name, threading.Lock())
         with lock:
             return super()._connection(name)
+
+    def _copy(self, name: str, argv: tuple[str, ...], remote: str, transfer: Callable[[Any], object]) -> Result:
+        # A held connection has one SFTP session, and commands share it: one transfer at a time.
+        with self._conn_lock:
+            lock = self._copying.setdefault(name, threading.Lock())
+        with lock:
+            return super()._copy(name, argv, remote, transfer)
 
     def failure(self, name: str, argv: Sequence[str], exc: BaseException, elapsed: float) -> Result:
         import paramiko
