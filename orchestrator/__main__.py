@@ -1,6 +1,6 @@
 """`python -m orchestrator` is `orch`."""
 
-from orchestrator.cli import main
+from orchestrator.entry import main
 
 if __name__ == "__main__":
-    main(prog_name="orch")
+    main()

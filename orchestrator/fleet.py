@@ -77,6 +77,12 @@ class SshSettings(_Model):
         description="ssh_config file for aliases, users, ports and keys (relative to fleet.yaml); "
         "default: ~/.ssh/config and /etc/ssh/ssh_config.",
     )
+    persist: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds a background holder keeps the fleet's SSH connections open for later commands "
+        "once idle; 0: every command connects itself (ORCH_SSH_PERSIST=0 does that for one command).",
+    )
 
 
 class Worker(_Model):

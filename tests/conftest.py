@@ -28,6 +28,32 @@ import yaml
 from orchestrator import sandbox
 from orchestrator.fleet import Fleet, load_fleet
 
+# Warm connections (a background holder of SSH connections per fleet) are off for the suite: a
+# test sees exactly the connections it makes, and no holder outlives the session. The tests of
+# warm connections themselves (test_warm_slice.py) turn them on, each with its own holder directory.
+# ORCH_TEST_WARM=1 runs the whole suite through holders instead (in a directory of the session's
+# own, every holder stopped when the session ends).
+WARM_SESSION = os.environ.get("ORCH_TEST_WARM") == "1"
+if WARM_SESSION:
+    import tempfile
+
+    os.environ["ORCH_SSH_PERSIST"] = ""
+    os.environ["ORCH_PERSIST_DIR"] = str(Path(tempfile.mkdtemp(prefix="orch-tw-")) / "h")
+else:
+    os.environ["ORCH_SSH_PERSIST"] = "0"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the session's holders (ORCH_TEST_WARM=1), so none outlives the tests."""
+    if WARM_SESSION:
+        from orchestrator import connections
+
+        directory = Path(os.environ["ORCH_PERSIST_DIR"])
+        if directory.exists():
+            connections.stop_holders(directory)
+        shutil.rmtree(directory.parent, ignore_errors=True)
+
+
 # Fixture modules kept next to this file.
 pytest_plugins = [name for name in ("bundle_fixtures",) if (Path(__file__).parent / f"{name}.py").exists()]
 

@@ -27,6 +27,7 @@ RESULT_LINES = {
     "probe.py": ["verdicts: ok", "ratio core sequential / core 2", "ratio cli sequential / cli 2"],
     "launch.py": ["start skew (release)", "teardown latency (all gone)", "processes left after teardown 0"],
     "restart.py": ["solo (1 process", "single-writer (2 processes", "reused (yes)"],
+    "warm.py": ["cold, 1 worker", "warm, 2 workers", "ratio cold / warm, 2 workers"],
     "stream.py": ["orch launch, 2 workers", "plain parallel ssh, 2 workers", "ratio orch / ssh (lines/s)"],
 }
 # Benchmarks that bring their own setup: run with --smoke alone, when they exist.

@@ -8,6 +8,7 @@ run the verbs that need no worker; the slice test runs every other verb with
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -218,6 +219,10 @@ def test_every_verb_answers_one_json_document_on_the_local_slice(slice4, jax_cpu
         timeout=600,
     )
     run("cache clear", "--lane", "cpu", "--yes")
+    # Connection holders of the session's own directory (ORCH_TEST_WARM=1), else of an empty one: never the user's.
+    env["ORCH_PERSIST_DIR"] = os.environ.get("ORCH_PERSIST_DIR") or str(tmp_path / "holders")
+    assert isinstance(run("connections stop")["stopped"], list)
+    del env["ORCH_PERSIST_DIR"]
 
     # What changes a slice runs on one of its own: up, faults, rollback (nothing to roll back to), down.
     directory, base = make_sandbox.slot(2)
@@ -235,3 +240,9 @@ def test_every_verb_answers_one_json_document_on_the_local_slice(slice4, jax_cpu
 
     expected = {p for p, c in leaf_commands().items() if has_json(c)}
     assert set(ran) == expected, f"not run with --json here: {sorted(expected - set(ran))}"
+
+
+def test_connections_answers_json_without_any_holder(tmp_path):
+    env = {"ORCH_PERSIST_DIR": str(tmp_path / "holders")}
+    assert invoke("connections", "--json", env=env) == (0, {"schema_version": 1, "holders": []})
+    assert invoke("connections", "stop", "--json", env=env) == (0, {"schema_version": 1, "stopped": []})

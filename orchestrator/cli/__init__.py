@@ -40,6 +40,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "orchestrator.cli.receipts_cmd:compare_",
         "Two runs side by side, every figure labelled with its lane and bundle.",
     ),
+    "connections": (
+        "orchestrator.cli.connections_cmd:connections",
+        "Show the holders keeping fleets' SSH connections open (pid, fleet, workers held, idle time left).",
+    ),
     "deploy": (
         "orchestrator.cli.deploy_cmd:deploy",
         "Push the lane's locked bundle to its workers, install it, switch atomically.",

@@ -16,7 +16,6 @@ from orchestrator.transport.fabric import (
     TIMEOUT_SLACK,
     TRANSFER_IDLE_TIMEOUT,
     FabricTransport,
-    for_fleet,
 )
 from orchestrator.transport.failures import classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy
@@ -33,6 +32,7 @@ from orchestrator.transport.protocol import (
     command_line,
     source_name,
 )
+from orchestrator.transport.warm import for_fleet
 
 __all__ = [
     "CLIENT_GRACE",

@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO, Any, Protocol, Self
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import WorkerRef
-
-TAIL_LINES = 20
+from orchestrator.result import TAIL_LINES as TAIL_LINES  # Result's home (see result.py); callers import it here
+from orchestrator.result import Result as Result
 
 # Where a copy reads from: a local path or an open binary file object.
 LocalSource = str | os.PathLike[str] | IO[bytes]
@@ -35,57 +34,6 @@ class StdinSource(Protocol):
 
 
 Stdin = str | StdinSource | None
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one remote operation did on one worker."""
-
-    host: str
-    argv: tuple[str, ...]
-    exit_code: int | None
-    stdout: str = ""
-    stderr: str = ""
-    elapsed: float = 0.0
-    error: str | None = None  # transport-level failure, when there is no exit code
-    # "timeout", "connect", "host-key", "auth": the worker could not be talked to;
-    # "remote": it answered with an error (e.g. SFTP: disk full, no such directory);
-    # "local": the controller's side failed (e.g. the local file is missing).
-    error_kind: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.exit_code == 0
-
-    @property
-    def failed(self) -> bool:
-        return not self.ok
-
-    def tail(self, stream: str = "stderr", lines: int = TAIL_LINES) -> str:
-        text = self.stderr if stream == "stderr" else self.stdout
-        return "\n".join(text.rstrip("\n").splitlines()[-lines:])
-
-    def describe(self) -> str:
-        """One line for a summary: why this host failed (or 'ok')."""
-        if self.ok:
-            return "ok"
-        if self.error:
-            return self.error
-        last = self.tail("stderr", 1) or self.tail("stdout", 1)
-        return f"exit {self.exit_code}" + (f": {last}" if last else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "argv": list(self.argv),
-            "ok": self.ok,
-            "exit_code": self.exit_code,
-            "stdout_tail": self.tail("stdout"),
-            "stderr_tail": self.tail("stderr"),
-            "elapsed": round(self.elapsed, 3),
-            "error": self.error,
-            "error_kind": self.error_kind,
-        }
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
