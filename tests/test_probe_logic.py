@@ -7,7 +7,7 @@ import json
 from fakes import Call, answers, exits, timed_out, unreachable, worker
 
 from orchestrator import probe
-from orchestrator.remote import hostside_path
+from orchestrator.remote import ensure_hostside, hostside_path
 
 
 def probe_plan(workers: int, timeout: float = 30.0) -> probe.ProbePlan:
@@ -111,3 +111,35 @@ def test_answers_carry_a_schema_version():
     # the fake's replies look like a hostside job's: one JSON document with schema_version
     call = Call("w0", "run", ("python3", "-m", "hostside.probe"))
     assert json.loads(answers({"ok": True})(call).stdout) == {"schema_version": 1, "ok": True}
+
+
+def test_a_full_disk_while_shipping_hostside_is_reported_as_disk_with_free_and_needed_figures(scripted_transport):
+    from orchestrator.remote import hostside_bytes_needed
+
+    w = worker(0, lane=None)
+    fake = scripted_transport([w], hostside_ready=False)
+    fake.expect_run("w0", ["test", "-f"], reply=exits(1))
+    fake.expect_run("w0", ["mkdir", "-p"])
+    refused = "SFTP put to w0:/x failed on the worker: Failure (the SFTP server gives no detail; usually a full disk)"
+    fake.expect_put("w0", "/var/lib/orch/hostside/.upload-", reply=unreachable(refused, kind="remote"))
+    fake.expect_run("w0", ["rm", "-f"])  # what part of it arrived
+    fake.expect_run("w0", ["python3", "-I", "-c"], reply=exits(0, stdout="4096\n"))  # bytes free
+
+    res = ensure_hostside(fake, w)
+
+    assert res.error_kind == "disk"
+    assert res.error.startswith("disk: no room to ship orch's helper code to /var/lib/orch/hostside: 4 KiB free, ")
+    assert f"{hostside_bytes_needed() / 2**20:.1f} MiB needed" in res.error or "KiB needed" in res.error
+
+
+def test_a_connection_lost_while_shipping_hostside_stays_a_transport_failure(scripted_transport):
+    w = worker(0, lane=None)
+    fake = scripted_transport([w], hostside_ready=False)
+    fake.expect_run("w0", ["test", "-f"], reply=exits(1))
+    fake.expect_run("w0", ["mkdir", "-p"])
+    fake.expect_put("w0", "/var/lib/orch/hostside/.upload-", reply=unreachable())
+    fake.expect_run("w0", ["rm", "-f"], reply=unreachable())
+
+    res = ensure_hostside(fake, w)
+
+    assert res.error_kind == "connect" and "ConnectionResetError" in res.error
