@@ -199,6 +199,24 @@ def run_hostside(
     )
 
 
+def step_failure(transport: Transport, worker: WorkerRef, step: str, result: Result) -> str:
+    """Why a hostside job that ran as `step` came back without its answer, in words that say whether the
+    step was cut short: the connection lost during it, or the job killed on the worker (no exit status came
+    back: paramiko's -1), told apart by asking the worker once more."""
+    cut = result.exit_code == -1 or (result.exit_code is None and result.error_kind == "connect")
+    if not cut:
+        return f"{step}: {result.describe()}"
+    back = transport.run_one(worker.name, ["true"], timeout=15)
+    if result.exit_code == -1 and back.ok:
+        return (
+            f"{step}: the {step} process on {worker.name} was killed before it finished "
+            "(no exit status came back; the connection is still up)"
+        )
+    now = "the worker answers again" if back.ok else f"it does not answer now: {back.describe()}"
+    why = f" ({result.error})" if result.error else ""
+    return f"{step}: the connection to {worker.name} was lost during {step}{why}; {now}"
+
+
 def job_document(result: Result) -> dict[str, Any]:
     """The JSON document a hostside job printed, or an OrchError saying what came back instead."""
     text = result.stdout.strip()

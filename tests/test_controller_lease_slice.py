@@ -40,6 +40,13 @@ for p in os.listdir('/proc'):
 """
 
 
+def recorded_state(runs_dir: Path, run_id: str) -> str | None:
+    try:
+        return json.loads((runs_dir / run_id / "run.json").read_text()).get("state")
+    except (OSError, ValueError):
+        return None  # not written yet, or being replaced
+
+
 def run_processes(slice4, run_id: str, skip: set[str]) -> list[str]:
     """Processes of `run_id` on the slice (one pid namespace: one listing sees every worker's), but `skip`."""
     out = slice4.ssh(0, "python3", "-c", LIST_RUN, run_id, check=True).stdout
@@ -60,12 +67,11 @@ def test_a_controller_killed_before_the_release_leaves_no_launcher_waiting_beyon
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     paused: set[str] = set()
     try:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            if "preflight ok" in line:
-                break
-        # Worker 3 hangs: the gang never gets to its release, the others' launchers wait for it.
+        run_id = wait_for(lambda: next(iter(os.listdir(runs_dir)), None), 300, "the run's record")
+        # Once every worker's launcher started (and imports its frontends), worker 3 hangs: the gang never
+        # gets to its release, the others' launchers wait for it.
+        wait_for(lambda: recorded_state(runs_dir, run_id) == "started", 300, "every worker's launcher to start")
         paused = {str(pid) for pid in sandbox.pause(slice4.dir, 3).pids}
-        run_id = wait_for(lambda: next(iter(os.listdir(runs_dir)), None), 60, "the run's record")
         ready = f"/var/lib/orch/runs/{run_id}/ready"
         wait_for(
             lambda: all(slice4.ssh(w, "test", "-e", ready).returncode == 0 for w in slice4.workers[:3]),
