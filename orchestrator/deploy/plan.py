@@ -25,6 +25,7 @@ class DeployPlan:
     wheels: tuple[CachedWheel, ...]
     uv: CachedWheel
     relay: bool = True
+    repaired: tuple[str, ...] = ()  # damaged wheels of the controller's cache, fetched again while planning
 
     @property
     def bundle_bytes(self) -> int:
@@ -50,6 +51,7 @@ class DeployPlan:
             "wheels": [w.request() for w in self.wheels],
             "installer": self.uv.request(),
             "bundle_bytes": self.bundle_bytes,
+            "repaired": list(self.repaired),
         }
 
 
@@ -98,6 +100,7 @@ class DeployReport:
             "relay_used": self.relay_used,
             "controller_bytes": self.controller_bytes,
             "bundle_bytes": self.plan.bundle_bytes,
+            "repaired": list(self.plan.repaired),
             "elapsed": round(self.elapsed, 3),
             "workers": {n: o.to_dict() for n, o in self.outcomes.items()},
         }
@@ -124,8 +127,9 @@ def plan_deploy(
                 f"bundle '{lane_model.bundle}' has no lock at {lock_path}", hint=f"orch bundle lock {lane_model.bundle}"
             )
         lock = bundles.read_lock(lock_path)
+    repaired: list[str] = []
     if fetch:
-        bundles.fetch_wheels(lock, fleet.base_dir)
+        bundles.fetch_wheels(lock, fleet.base_dir, repaired=repaired)
     wheels = tuple(
         CachedWheel(
             name=w.name,
@@ -147,6 +151,7 @@ def plan_deploy(
         wheels=wheels,
         uv=installer_wheel(),
         relay=relay,
+        repaired=tuple(repaired),
     )
 
 
