@@ -46,6 +46,7 @@ CLOCK_WARN = 2.0
 # wheels make it fail too).
 LAYER_ORDER = (
     "transport",
+    "disk",
     "device-ownership",
     "bundle-skew",
     "runtime-proof",
@@ -446,8 +447,10 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
             elapsed=result.elapsed,
             error=text,
         )
+    # Shipping orch's helper code found no room: the worker's disk, not the connection.
+    layer = "disk" if result.error_kind == "disk" else "transport"
     finding = _diagnosis(text)
-    remedy = finding.remedy if finding is not None and finding.layer == "transport" else _layer_remedy("transport")
+    remedy = finding.remedy if finding is not None and finding.layer == layer else _layer_remedy(layer)
     return WorkerProbe(
         worker=worker,
         lane=lane,
@@ -455,7 +458,7 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
         bundle_id=None,
         answered=None,
         verdict="fail",
-        layer="transport",
+        layer=layer,
         remedy=remedy,
         evidence=text,
         elapsed=result.elapsed,

@@ -127,30 +127,37 @@ def ensure_hostside(transport: Transport, worker: WorkerRef, timeout: float | No
         put = transport.put_one(worker.name, io.BytesIO(data), tgz)
         if not put.ok:
             transport.run_one(worker.name, ["rm", "-f", tgz], timeout=limit(30))  # what part of it arrived
-            return _as_disk_failure(transport, worker, put, limit(30))
+            return _shipping_failure(transport, worker, put, limit(30))
         inst = transport.run_one(worker.name, [worker.python, "-I", "-c", _INSTALL, tgz, final], timeout=limit(60))
         if not inst.ok:
-            return _as_disk_failure(transport, worker, inst, limit(30))
+            return _shipping_failure(transport, worker, inst, limit(30))
     ready.add(worker.name)
     return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
 
 
-def _as_disk_failure(transport: Transport, worker: WorkerRef, failed: Result, timeout: float) -> Result:
-    """`failed` (shipping hostside) as the disk failure it is, with the free and needed figures, when the
-    worker's disk under its root is short of room or the failure says it is full; else `failed` as it is.
+def _shipping_failure(transport: Transport, worker: WorkerRef, failed: Result, timeout: float) -> Result:
+    directory = f"{worker.root}/hostside"
+    what = f"ship orch's helper code to {directory}"
+    return disk_failure(transport, worker, failed, directory, hostside_bytes_needed(), what, timeout)
+
+
+def disk_failure(
+    transport: Transport, worker: WorkerRef, failed: Result, directory: str, needed: int, what: str, timeout: float
+) -> Result:
+    """`failed` (a copy or unpacking into `directory`) as the disk failure it is, error kind `disk` with the
+    free and needed figures, when the worker has less than `needed` bytes free there or the failure says its
+    disk is full; else `failed` as it is.
 
     The SFTP server reports a full disk as a bare "Failure", which would otherwise read as a transport
     problem; the figures say what to free."""
     if failed.error_kind not in (None, "remote"):
         return failed  # the connection itself failed: there is nothing to ask the worker
-    directory = f"{worker.root}/hostside"
     probe = transport.run_one(worker.name, [worker.python, "-I", "-c", _FREE, directory], timeout=timeout)
     try:
         free = int(probe.stdout.strip())
     except ValueError:
         return failed
     text = failed.describe()
-    needed = hostside_bytes_needed()
     if free >= needed and not any(mark in text.lower() for mark in _DISK_FULL):
         return failed
     return Result(
@@ -158,10 +165,7 @@ def _as_disk_failure(transport: Transport, worker: WorkerRef, failed: Result, ti
         argv=failed.argv,
         exit_code=None,
         elapsed=failed.elapsed,
-        error=(
-            f"disk: no room to ship orch's helper code to {directory}: {_kib(free)} free, {_kib(needed)} needed "
-            f"({text})"
-        ),
+        error=f"disk: no room to {what}: {_kib(free)} free, {_kib(needed)} needed ({text})",
         error_kind="disk",
     )
 

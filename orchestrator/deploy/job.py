@@ -25,7 +25,7 @@ from orchestrator.deploy.lane_lock import (
 from orchestrator.deploy.plan import DeployPlan, DeployReport, Progress, WorkerOutcome
 from orchestrator.errors import BundleError
 from orchestrator.fleet import WorkerRef
-from orchestrator.remote import job_document, run_hostside, step_failure
+from orchestrator.remote import disk_failure, job_document, run_hostside, step_failure
 from orchestrator.transport import Result, Transport
 
 
@@ -292,7 +292,11 @@ class _Deploy:
             res = self.t.put_one(w.name, wheel.path, remote)
             if not res.ok:
                 self.t.run_one(w.name, ["rm", "-f", remote], timeout=30)
-                raise _Failed(f"upload of {wheel.filename} failed: {res.describe()}")
+                left = sum(x.size for x in wheels[i - 1 :])
+                res = disk_failure(self.t, w, res, incoming, left, f"upload {wheel.filename} to {incoming}", 30)
+                raise _Failed(
+                    res.error if res.error_kind == "disk" else f"upload of {wheel.filename} failed: {res.describe()}"
+                )
             self.outcomes[w.name].bytes_from_controller += wheel.size
             files.append({**wheel.request(), "path": remote})
         doc = self.call(w, "receive", {"files": files}, timeout=600)
