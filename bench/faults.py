@@ -20,7 +20,8 @@ seconds from the SIGKILL until no orch process runs on any worker; for
 pause-probe, the probe's; for pause-released, from the resume until nothing of
 the run is left).
 
-    .venv/bin/python bench/faults.py [--workers 4] [--trials 20] [--sandbox-dir DIR] [--smoke]
+    .venv/bin/python bench/faults.py [--workers 4] [--trials 20] [--kills 3] [--only CASES]
+                                     [--sandbox-dir DIR] [--smoke]
 
 --smoke: 2 workers, 1 trial of each case.
 """
@@ -236,23 +237,25 @@ class WorkerFaults(Faults):
 
     def pause_probe(self) -> tuple[bool, str, float]:
         w = self.name(self.last)
+        fleet = self.fleets[next(n for n, i in self.ids.items() if i == self.active()[0])]  # the active bundle's
         sandbox.pause(self.sl.dir, self.last)
         t0 = time.monotonic()
         try:
-            doc = self.sl.orch_json("probe", "--shallow", "--timeout", "15", "--json", check=False, timeout=300)
+            argv = ("probe", "--shallow", "--timeout", "15", "--json")
+            doc = self.sl.orch_json(*argv, fleet=fleet, check=False, timeout=300)
         finally:
             took = time.monotonic() - t0
             sandbox.resume(self.sl.dir, self.last)
         rows = {r["worker"]: r for r in doc["rows"]}
         problems = []
-        if rows[w]["layer"] != "transport" or "timed out" not in (rows[w].get("error") or ""):
-            problems.append(f"{w} is not a transport timeout: {rows[w]['evidence']}")
-        if any(r["verdict"] == "fail" for n, r in rows.items() if n != w):
-            problems.append("another worker failed")
+        if rows[w]["layer"] != "transport":
+            problems.append(f"{w} is not a transport failure: {rows[w]['evidence']}")
+        problems += [f"{n} failed too: {r['evidence']}" for n, r in rows.items() if n != w and r["verdict"] == "fail"]
         if self.wait_gone(BOUND) > BOUND:
             problems.append("a probe outlived the bound after the resume")
         problems += self.after()
-        return not problems, "; ".join(problems) or f"{w} a transport timeout, the others judged", took
+        said = (rows[w].get("error") or "")[:80]
+        return not problems, "; ".join(problems) or f"{w} a transport row ({said}), the others judged", took
 
     def pause_released(self, code: Path) -> tuple[bool, str, float]:
         w = self.name(self.last)
@@ -278,20 +281,29 @@ class WorkerFaults(Faults):
             problems.append(f"the outcome does not name {w}: {out[-300:]}")
         problems += self.after()
         took = time.monotonic() - resumed
-        return not problems, "; ".join(problems) or f"gang ended naming {w}; its run ended after the resume", took
+        found = re.search(r"orch: run (\S+?):? ", out)
+        ended = self.ssh(self.last, f"cat {ROOT}/runs/{found.group(1)}/exit.json") if found else None
+        why = json.loads(ended.stdout).get("reason", "?") if ended and ended.returncode == 0 else "no exit.json"
+        note = f"gang ended naming {w}; after the resume its run ended: {why.split(';')[0][:60]}"
+        return not problems, "; ".join(problems) or note, took
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_slice_args(ap, workers=4)
     ap.add_argument("--trials", type=int, default=20, help="Trials of each race (default 20).")
-    ap.add_argument("--kills", type=int, default=3, help="Trials of each controller-kill case (default 3).")
+    ap.add_argument("--kills", type=int, default=3, help="Trials of each kill and pause case (default 3).")
+    ap.add_argument("--only", metavar="CASES", help="Only these cases (comma-separated names, prefixes match).")
     args = ap.parse_args()
     if args.smoke:
         args.workers, args.trials, args.kills = 2, 1, 1
     rows: list[tuple[str, int, int, str, list[float]]] = []
 
+    only = [c.strip() for c in (args.only or "").split(",") if c.strip()]
+
     def run(case: str, n: int, fn: Any) -> None:
+        if only and not any(case.startswith(c) for c in only):
+            return
         ok, notes, times = 0, Counter[str](), []
         for _ in range(n):
             good, note, took = fn()

@@ -336,7 +336,6 @@ def test_a_full_disk_while_shipping_hostside_or_uploading_a_wheel_is_a_disk_fail
         assert w2.status == "failed"
         assert re.match(r"disk: no room to upload \S+ to /var/lib/orch/store/sha256/.incoming: ", w2.reason), w2.reason
         assert re.search(r"\d+ KiB free, [\d.]+ \w+ needed", w2.reason), w2.reason
-        print(w2.reason)
         assert temporary_files() == "" and leftovers(small) == {} and orch_processes(small) == {}
         assert small.active()["slice-w2"] == small_id(small, "small-a")
         small.h.ssh(2, "rm", "-f", "/var/lib/orch/filler", check=True)
