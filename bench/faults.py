@@ -222,7 +222,8 @@ class WorkerFaults(Faults):
         sandbox.kill_sshd(self.sl.dir, self.last)
         killed = time.monotonic()
         out, _ = proc.communicate(timeout=600)
-        gone = self.wait_gone(120)
+        self.wait_gone(120)
+        gone = time.monotonic() - killed
         problems = [] if gone <= BOUND else [f"processes outlived the bound: {gone:.1f}s"]
         reason = json.loads(out)["workers"][w].get("reason") or ""
         if f"the connection to {w} was lost during" not in reason:
@@ -232,8 +233,7 @@ class WorkerFaults(Faults):
         if not rerun["ok"]:
             problems.append(f"rerun failed: {rerun}")
         problems += self.after()
-        took = time.monotonic() - killed
-        return not problems, "; ".join(problems) or "named the lost connection, helper gone, rerun completes", took
+        return not problems, "; ".join(problems) or "named the lost connection, helper gone, rerun completes", gone
 
     def pause_probe(self) -> tuple[bool, str, float]:
         w = self.name(self.last)
