@@ -10,11 +10,18 @@ no temporary file is left, and the failure names its worker and layer.
   kill-relay       SIGKILL of the controller while the seed's wheel relay serves
   kill-install     SIGKILL of the controller while uv installs on a worker
   damaged-lock     a lock file holding `null`, `[]` or a non-numeric heartbeat
+  kill-sshd        SIGKILL of the last worker's sshd alone while it installs
+  pause-probe      the last worker paused during `orch probe`
+  pause-released   the last worker paused after the release of an attached run, resumed
+                   once the controller has ended the gang
 
 Prints one line per case: trials, outcome, and times (for the kill cases, the
-seconds from the SIGKILL until no orch process runs on any worker).
+seconds from the SIGKILL until no orch process runs on any worker; for
+pause-probe, the probe's; for pause-released, from the resume until nothing of
+the run is left).
 
-    .venv/bin/python bench/faults.py [--workers 4] [--trials 20] [--sandbox-dir DIR] [--smoke]
+    .venv/bin/python bench/faults.py [--workers 4] [--trials 20] [--kills 3] [--only CASES]
+                                     [--sandbox-dir DIR] [--smoke]
 
 --smoke: 2 workers, 1 trial of each case.
 """
@@ -41,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _slice import LANE, Slice, add_slice_args, open_slice, orch_executable  # noqa: E402
 
+from orchestrator import sandbox  # noqa: E402
 from orchestrator.sandbox import lifecycle, namespaces  # noqa: E402
 
 BUNDLES = {
@@ -48,7 +56,7 @@ BUNDLES = {
     "small-b": {"python": "3.11", "pins": ["ml_dtypes==0.5.4"]},
     "small-c": {"python": "3.11", "pins": ["ml_dtypes==0.5.4", "six==1.17.0"]},
 }
-ORCH_PROCESSES = re.compile(r"hostside\.|uv venv|uv pip")
+ORCH_PROCESSES = re.compile(r"hostside\.|uv venv|uv pip|sleep\.py")
 BOUND = 30.0  # docs/reliability.md: every orch helper ends within this after its controller stops renewing
 ROOT = "/var/lib/orch"
 
@@ -184,17 +192,118 @@ class Faults:
         return not problems, "; ".join(problems) or f"recovered as stale ({w0['recovered_lock']['reason']})", took
 
 
+class WorkerFaults(Faults):
+    """Faults of one worker (the last): its sshd killed, the worker paused."""
+
+    @property
+    def last(self) -> int:
+        return self.sl.workers - 1
+
+    def name(self, i: int) -> str:
+        return self.state.workers[i].name
+
+    def wait_gone(self, limit: float) -> float:
+        """Seconds until no orch process runs on any worker (polled; gives up after `limit`)."""
+        t0 = time.monotonic()
+        while self.orch_processes() and time.monotonic() - t0 < limit:
+            time.sleep(0.2)
+        return time.monotonic() - t0
+
+    def kill_sshd(self) -> tuple[bool, str, float]:
+        self.deploy("small-a")
+        self.forget("small-b")
+        proc = self.spawn("small-b", "deploy", "--lane", LANE, "--json")
+        w = self.name(self.last)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any(p.startswith(f"{w}:") and "hostside.deploy install" in p for p in self.orch_processes()):
+                break
+            time.sleep(0.01)
+        sandbox.kill_sshd(self.sl.dir, self.last)
+        killed = time.monotonic()
+        out, _ = proc.communicate(timeout=600)
+        self.wait_gone(120)
+        gone = time.monotonic() - killed
+        problems = [] if gone <= BOUND else [f"processes outlived the bound: {gone:.1f}s"]
+        reason = json.loads(out)["workers"][w].get("reason") or ""
+        if f"the connection to {w} was lost during" not in reason:
+            problems.append(f"{w}'s failure does not say the connection was lost: {reason!r}")
+        self.state = lifecycle.up(self.sl.dir, self.sl.workers, base_address=self.sl.addresses[0])
+        rerun = self.deploy("small-b")
+        if not rerun["ok"]:
+            problems.append(f"rerun failed: {rerun}")
+        problems += self.after()
+        return not problems, "; ".join(problems) or "named the lost connection, helper gone, rerun completes", gone
+
+    def pause_probe(self) -> tuple[bool, str, float]:
+        w = self.name(self.last)
+        fleet = self.fleets[next(n for n, i in self.ids.items() if i == self.active()[0])]  # the active bundle's
+        sandbox.pause(self.sl.dir, self.last)
+        t0 = time.monotonic()
+        try:
+            argv = ("probe", "--shallow", "--timeout", "15", "--json")
+            doc = self.sl.orch_json(*argv, fleet=fleet, check=False, timeout=300)
+        finally:
+            took = time.monotonic() - t0
+            sandbox.resume(self.sl.dir, self.last)
+        rows = {r["worker"]: r for r in doc["rows"]}
+        problems = []
+        if rows[w]["layer"] != "transport":
+            problems.append(f"{w} is not a transport failure: {rows[w]['evidence']}")
+        problems += [f"{n} failed too: {r['evidence']}" for n, r in rows.items() if n != w and r["verdict"] == "fail"]
+        if self.wait_gone(BOUND) > BOUND:
+            problems.append("a probe outlived the bound after the resume")
+        problems += self.after()
+        said = (rows[w].get("error") or "")[:80]
+        return not problems, "; ".join(problems) or f"{w} a transport row ({said}), the others judged", took
+
+    def pause_released(self, code: Path) -> tuple[bool, str, float]:
+        w = self.name(self.last)
+        active = next(n for n, i in self.ids.items() if i == self.active()[0])
+        argv = [orch_executable(), "--fleet", str(self.fleets[active]), "launch", "--lane", LANE]
+        argv += ["--workdir", str(code), "--lost-after", "10", "--", "sleep.py"]
+        env = {**self.sl.env, "ORCH_RUNS_DIR": str(self.sl.dir / "faults-runs")}
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sleeping = 0
+        for line in proc.stdout:  # type: ignore[union-attr]
+            sleeping += "sleeping" in line
+            if sleeping == self.sl.workers:
+                break
+        sandbox.pause(self.sl.dir, self.last)
+        try:
+            out, _ = proc.communicate(timeout=300)
+        finally:
+            sandbox.resume(self.sl.dir, self.last)
+        resumed = time.monotonic()
+        gone = self.wait_gone(120)
+        problems = [] if gone <= BOUND else [f"the resumed worker's run outlived the bound: {gone:.1f}s"]
+        if w not in out or proc.returncode == 0:
+            problems.append(f"the outcome does not name {w}: {out[-300:]}")
+        problems += self.after()
+        took = time.monotonic() - resumed
+        found = re.search(r"orch: run (\S+?):? ", out)
+        ended = self.ssh(self.last, f"cat {ROOT}/runs/{found.group(1)}/exit.json") if found else None
+        why = json.loads(ended.stdout).get("reason", "?") if ended and ended.returncode == 0 else "no exit.json"
+        note = f"gang ended naming {w}; after the resume its run ended: {why.split(';')[0][:60]}"
+        return not problems, "; ".join(problems) or note, took
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_slice_args(ap, workers=4)
     ap.add_argument("--trials", type=int, default=20, help="Trials of each race (default 20).")
-    ap.add_argument("--kills", type=int, default=3, help="Trials of each controller-kill case (default 3).")
+    ap.add_argument("--kills", type=int, default=3, help="Trials of each kill and pause case (default 3).")
+    ap.add_argument("--only", metavar="CASES", help="Only these cases (comma-separated names, prefixes match).")
     args = ap.parse_args()
     if args.smoke:
         args.workers, args.trials, args.kills = 2, 1, 1
     rows: list[tuple[str, int, int, str, list[float]]] = []
 
+    only = [c.strip() for c in (args.only or "").split(",") if c.strip()]
+
     def run(case: str, n: int, fn: Any) -> None:
+        if only and not any(case.startswith(c) for c in only):
+            return
         ok, notes, times = 0, Counter[str](), []
         for _ in range(n):
             good, note, took = fn()
@@ -207,7 +316,7 @@ def main() -> None:
         print(f"{case:22} {ok}/{n} passed  median {med:.1f}s max {top:.1f}s  {said[:400]}", flush=True)
 
     with open_slice("faults", args.workers, sandbox_dir=args.sandbox_dir, base_address=args.base_address) as sl:
-        f = Faults(sl)
+        f = WorkerFaults(sl)
         f.deploy("small-a")
         deploy = ["deploy", "--lane", LANE, "--json"]
         flip = iter(range(10**6))
@@ -231,6 +340,12 @@ def main() -> None:
         run("kill-install", args.kills, lambda: f.kill("install"))
         for content in ("null", "[]", '{"token": "t", "heartbeat": "soon"}'):
             run(f"damaged-lock {content[:12]}", 1, lambda c=content: f.damaged_lock(c))
+        run("kill-sshd", args.kills, f.kill_sshd)
+        run("pause-probe", args.kills, f.pause_probe)
+        code = sl.dir / "faults-code"
+        code.mkdir(exist_ok=True)
+        (code / "sleep.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(900)\n")
+        run("pause-released", args.kills, lambda: f.pause_released(code))
     failed = [r for r in rows if r[2] != r[1]]
     print(f"cases {len(rows)}, trials {sum(r[1] for r in rows)}, failed cases {len(failed)}")
     if failed:

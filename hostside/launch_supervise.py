@@ -9,6 +9,14 @@ process ends it writes `exit.json` at once (the controller's gang rule reacts
 to that), then ends whatever the process left behind in its group. It also
 enforces the run's timeout on its own, so a detached run is bounded even when
 no controller watches it.
+
+An attached run (`attached` in the launch file: `orch launch` without
+`--detach`) belongs to the controller that watches it: after the release the
+supervisor keeps watching the controller lease (`controller.lease`, renewed by
+the controller every 5 s) and, when it has not changed for
+CONTROLLER_LEASE_TTL seconds of this worker's monotonic clock, ends the run as
+`orch stop` would, recording that the controller is gone (docs/reliability.md).
+A detached run is never ended that way: it outlives its controller on purpose.
 """
 
 from __future__ import annotations
@@ -23,13 +31,15 @@ import time
 from types import FrameType
 from typing import Any
 
-from hostside import SCHEMA_VERSION, launch_output, launch_stdin
+from hostside import SCHEMA_VERSION, launch_output, launch_stdin, lease
 from hostside import launch_proc as lp
+from hostside.rundir import CONTROLLER_LEASE_FILE
 
 LEFTOVER_GRACE = 3.0
 DRAIN_IDLE = 0.2  # after the process ended: output still arriving this often is still copied
 DRAIN_LIMIT = 5.0
 TIMEOUT_SLACK = 2.0
+LEASE_EVERY = 0.5  # seconds between two readings of an attached run's controller lease
 
 
 def _log(msg: str) -> None:
@@ -119,14 +129,16 @@ def supervise(run_dir: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    status, timed_out = _wait(proc, run_dir, doc, stop_requested, pidinfo, output, stdin_holder)
+    status, ended_by = _wait(proc, run_dir, doc, stop_requested, pidinfo, output, stdin_holder)
     # What the process wrote before it ended is on disk before exit.json says it ended (all of it is
     # in the pipes by now; what processes it left behind write later is copied after exit.json).
     output.pump()
     code, sig = (None, -status) if status < 0 else (status, None)
     stop = lp.read_json(os.path.join(run_dir, lp.STOP_FILE))
-    if timed_out:
+    if ended_by == "timeout":
         reason = f"timed out after {doc.get('timeout'):g}s"
+    elif ended_by.startswith("controller"):
+        reason = ended_by
     elif stop:
         reason = f"stopped by orch ({stop.get('reason', 'stop')})"
     elif stop_requested:
@@ -143,7 +155,8 @@ def supervise(run_dir: str) -> int:
             "signal": sig,
             "signal_name": _signame(sig) if sig else None,
             "reason": reason,
-            "stopped": bool(stop or stop_requested or timed_out),
+            "stopped": bool(stop or stop_requested or ended_by),
+            "controller_gone": ended_by.startswith("controller"),
             "ended_at": time.time(),
             "lines": output.counts(),
         },
@@ -168,10 +181,15 @@ def _wait(
     pidinfo: dict[str, Any],
     output: launch_output.OutputPump,
     stdin_holder: list[int],
-) -> tuple[int, bool]:
-    """Wait for the user process; end its group on timeout or on our own SIGTERM."""
+) -> tuple[int, str]:
+    """Wait for the user process; end its group on timeout, on our own SIGTERM, or (an attached run,
+    after its release) when the controller lease goes silent. Returns (status, what ended it: "" when
+    the process ended by itself, "timeout", or the controller's reason)."""
     timeout = doc.get("timeout")
     deadline = None
+    controller: lease.Observer | None = None
+    lease_path, lease_checked = os.path.join(run_dir, CONTROLLER_LEASE_FILE), 0.0
+    gone = ""
     pidfd = None
     try:
         pidfd = os.pidfd_open(proc.pid)
@@ -181,16 +199,26 @@ def _wait(
         status = proc.poll()
         if status is not None:
             _release_stdin(stdin_holder)
-            return status, False
+            return status, ""
         if stdin_holder and os.path.exists(os.path.join(run_dir, launch_stdin.EOF_MARK)):
             _release_stdin(stdin_holder)  # the controller's input ended: the process reads EOF
-        if deadline is None and timeout:
+        if (deadline is None and timeout) or (controller is None and doc.get("attached")):
             release = lp.read_json(os.path.join(run_dir, lp.RELEASE_FILE))
-            if release:
+            if release and timeout and deadline is None:
                 # A backstop for detached runs: a watching controller ends the run first.
                 deadline = release.get("release_at", time.time()) + timeout + TIMEOUT_SLACK
-        if (deadline is not None and time.time() > deadline) or stop_requested:
-            timed_out = not stop_requested
+            if release and doc.get("attached") and controller is None:
+                controller = lease.Observer(lease.CONTROLLER_LEASE_TTL)  # a full ttl from now
+        if controller is not None and not gone and time.monotonic() - lease_checked >= LEASE_EVERY:
+            lease_checked = time.monotonic()
+            if not controller.see(lp.read_json(lease_path)):
+                gone = (
+                    f"controller gone: its lease was not renewed for {controller.silent_for():.0f}s "
+                    f"(bound {lease.CONTROLLER_LEASE_TTL:g}s); an attached run ends with its controller"
+                )
+                _log(gone)
+        if (deadline is not None and time.time() > deadline) or stop_requested or gone:
+            ended_by = gone or ("" if stop_requested else "timeout")
             # End the group in a thread: output written while it ends (a handler's last words) is copied.
             ending = threading.Thread(
                 target=lp.terminate,
@@ -204,7 +232,7 @@ def _wait(
                 ending.join(0.01)
             proc.wait()
             _release_stdin(stdin_holder)
-            return proc.returncode, timed_out
+            return proc.returncode, ended_by
         try:
             watched = [*output.watched(), *([pidfd] if pidfd is not None else [])]
             ready, _, _ = select.select(watched, [], [], 0.5 if pidfd is not None else 0.02)

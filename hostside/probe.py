@@ -192,8 +192,14 @@ def probe(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The first line a probe writes (stderr): this worker's wall clock as the job starts. The controller
+# notes when it arrives, bounding the clock offset by the round trip (orchestrator/probe.py).
+CLOCK_MARK = "@orch-clock"
+
+
 def main(argv: list[str]) -> int:
     """Read the request, print the probe's document; 2 when the request is unreadable."""
+    print(f"{CLOCK_MARK} {time.time()!r}", file=sys.stderr, flush=True)
     req: Any
     try:
         if argv[:1] == ["--request"] and len(argv) > 1:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from hostside import redact
 from hostside.frontends import CACHE_FRONTENDS, bundle_frontends, provable
 from hostside.pins import pinned_versions
+from hostside.probe import CLOCK_MARK
 from orchestrator.cache import cache_plan
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.policy import runtime_policy
@@ -36,11 +37,16 @@ RUNTIME_TIMEOUT = 60.0  # seconds one frontend's runtime child may take
 # a slow runtime still yields a document instead of a dead connection.
 HOSTSIDE_MARGIN = 4.0
 
+# A worker whose clock is off the controller's by more than this (beyond the measurement's
+# uncertainty) gets a `clock` warning; no decision of orch compares two hosts' clocks.
+CLOCK_WARN = 2.0
+
 # When several checks fail, the row's layer is the first of these: the
 # layer that explains the others (a held chip makes the runtime fail; wrong
 # wheels make it fail too).
 LAYER_ORDER = (
     "transport",
+    "disk",
     "device-ownership",
     "bundle-skew",
     "runtime-proof",
@@ -246,7 +252,26 @@ class ProbeReport:
                 layers.setdefault(r.layer or "other", []).append(r.worker)
         ordered = {k: layers[k] for k in LAYER_ORDER if k in layers}
         counts = {v: sum(1 for r in self.rows if r.verdict == v) for v in ("ok", "warn", "fail")}
-        return {"workers": len(self.rows), **counts, "layers": ordered}
+        out: dict[str, Any] = {"workers": len(self.rows), **counts, "layers": ordered}
+        clock = self.clock()
+        if clock:
+            out["clock"] = clock
+        return out
+
+    def clock(self) -> dict[str, Any]:
+        """The workers' clock offsets from the controller's: least, most, their spread and the widest
+        uncertainty (empty when no worker's clock was read)."""
+        readings = [c.data for r in self.rows if (c := r.check("clock")) is not None]
+        if not readings:
+            return {}
+        offsets = [float(d["offset"]) for d in readings]
+        return {
+            "workers": len(readings),
+            "min_offset": min(offsets),
+            "max_offset": max(offsets),
+            "spread": round(max(offsets) - min(offsets), 4),
+            "uncertainty": max(float(d["uncertainty"]) for d in readings),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -314,10 +339,53 @@ def _number(value: object) -> float:
     return float(value) if ok and isinstance(value, (int, float)) else 0.0
 
 
-def judge(worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float = 0.0) -> WorkerProbe:
-    """A worker's row from its hostside.probe document (pure)."""
+@dataclass(frozen=True)
+class ClockReading:
+    """A worker's wall clock against the controller's, measured by the controller over one round trip: the
+    worker's clock read at its job's start, between the request leaving and that reading arriving. The true
+    offset lies within `offset` ± `uncertainty`. Information only: no decision of orch uses it."""
+
+    offset: float  # worker minus controller, seconds (the middle of the bounds)
+    uncertainty: float  # half the round trip
+
+    @classmethod
+    def measure(cls, sent: float, worker_time: float, arrived: float) -> ClockReading:
+        """From the controller's clock when the request left and when the reading arrived (pure)."""
+        return cls(offset=worker_time - (sent + arrived) / 2, uncertainty=max(arrived - sent, 0.0) / 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offset": round(self.offset, 4), "uncertainty": round(self.uncertainty, 4)}
+
+
+def clock_check(reading: ClockReading, limit: float = CLOCK_WARN) -> CheckOutcome:
+    """The `clock` finding: the measured offset, a warning only when it is surely beyond `limit`."""
+    shown = f"{reading.offset:+.3f}s ± {reading.uncertainty:.3f}s"
+    summary = f"clock {shown} from the controller's (bounded by one round trip)"
+    beyond = abs(reading.offset) - reading.uncertainty > limit
+    headline = (
+        f"clock differs from the controller's by {shown} (more than {limit:g}s): orch decides nothing by it, "
+        "but this worker's timestamps in logs and receipts are off by as much"
+        if beyond
+        else None
+    )
+    return CheckOutcome(
+        name="clock",
+        status="warn" if beyond else "ok",
+        summary=summary,
+        evidence=(),
+        elapsed=0.0,
+        headline=headline,
+        data=reading.to_dict(),
+    )
+
+
+def judge(
+    worker: str, lane: str | None, doc: dict[str, Any], *, elapsed: float = 0.0, clock: ClockReading | None = None
+) -> WorkerProbe:
+    """A worker's row from its hostside.probe document (pure), with the controller's clock reading if any."""
     raw_checks = doc.get("checks")
     checks = tuple(judge_check(c) for c in (raw_checks if isinstance(raw_checks, list) else []) if isinstance(c, dict))
+    checks += (clock_check(clock),) if clock is not None else ()
     runtime = next((c for c in checks if c.name == "runtime"), None)
     answered = None
     if runtime is not None and isinstance(runtime.data.get("answered"), dict):
@@ -379,8 +447,10 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
             elapsed=result.elapsed,
             error=text,
         )
+    # Shipping orch's helper code found no room: the worker's disk, not the connection.
+    layer = "disk" if result.error_kind == "disk" else "transport"
     finding = _diagnosis(text)
-    remedy = finding.remedy if finding is not None and finding.layer == "transport" else _layer_remedy("transport")
+    remedy = finding.remedy if finding is not None and finding.layer == layer else _layer_remedy(layer)
     return WorkerProbe(
         worker=worker,
         lane=lane,
@@ -388,7 +458,7 @@ def unreachable(worker: str, lane: str | None, platform: str | None, result: Res
         bundle_id=None,
         answered=None,
         verdict="fail",
-        layer="transport",
+        layer=layer,
         remedy=remedy,
         evidence=text,
         elapsed=result.elapsed,
@@ -418,17 +488,37 @@ def malformed(worker: str, lane: str | None, platform: str | None, exc: Exceptio
 # Sweep
 
 
-def probe_one(transport: Transport, request: ProbeRequest, timeout: float) -> Result:
-    """Run hostside.probe on one worker; the Result carries its JSON document on stdout."""
+def probe_one(
+    transport: Transport, request: ProbeRequest, timeout: float, clocks: dict[str, ClockReading] | None = None
+) -> Result:
+    """Run hostside.probe on one worker; the Result carries its JSON document on stdout. The worker's clock
+    reading, when its first line arrives, goes into `clocks`."""
     w = request.worker
     ready = ensure_hostside(transport, w, timeout=timeout)
     if not ready.ok:
         return ready
-    doc = {**request.doc, "controller_time": time.time()}
+    sent = time.time()
+    doc = {**request.doc, "controller_time": sent}
+
+    def on_line(host: str, stream: str, text: str) -> None:
+        if clocks is None or stream != "stderr" or not text.startswith(CLOCK_MARK) or w.name in clocks:
+            return
+        arrived = time.time()
+        try:
+            clocks[w.name] = ClockReading.measure(sent, float(text.split()[1]), arrived)
+        except (IndexError, ValueError):
+            pass  # a line that is not a reading: no finding
+
     # The request travels as one argument (a few KB): stdin forwarding over
     # the SSH channel is slower and has stalled on larger inputs.
     return run_hostside(
-        transport, w, "probe", ["--request", json.dumps(doc, separators=(",", ":"))], python=w.python, timeout=timeout
+        transport,
+        w,
+        "probe",
+        ["--request", json.dumps(doc, separators=(",", ":"))],
+        python=w.python,
+        timeout=timeout,
+        on_line=on_line,
     )
 
 
@@ -436,7 +526,8 @@ def sweep(probe_plan: ProbePlan, transport: Transport) -> ProbeReport:
     """Probe every planned worker in parallel; one row per worker, in plan order."""
     start = time.monotonic()
     by_name = {r.worker.name: r for r in probe_plan.requests}
-    results = transport.map(lambda w: probe_one(transport, by_name[w.name], probe_plan.timeout), list(by_name))
+    clocks: dict[str, ClockReading] = {}
+    results = transport.map(lambda w: probe_one(transport, by_name[w.name], probe_plan.timeout, clocks), list(by_name))
     rows = []
     for name, request in by_name.items():
         result = results[name]
@@ -450,7 +541,7 @@ def sweep(probe_plan: ProbePlan, transport: Transport) -> ProbeReport:
             rows.append(unreachable(name, request.lane, platform, result))
             continue
         try:
-            rows.append(judge(name, request.lane, doc, elapsed=result.elapsed))
+            rows.append(judge(name, request.lane, doc, elapsed=result.elapsed, clock=clocks.get(name)))
         except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
             # A document of the wrong shape: a broken hostside, never a traceback for every worker.
             rows.append(malformed(name, request.lane, platform, exc, result.elapsed))

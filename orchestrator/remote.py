@@ -48,18 +48,27 @@ import os, sys, tarfile, tempfile
 tgz, final = sys.argv[1], sys.argv[2]
 parent = os.path.dirname(final)
 os.makedirs(parent, exist_ok=True)
+import shutil
 tmp = tempfile.mkdtemp(prefix=".incoming-", dir=parent)
-with tarfile.open(tgz) as tar:
-    tar.extractall(tmp, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(tmp)
-open(os.path.join(tmp, ".complete"), "w").close()
 try:
-    os.rename(tmp, final)
-except OSError:
-    if not os.path.exists(os.path.join(final, ".complete")):
-        raise
-    import shutil; shutil.rmtree(tmp)
-os.unlink(tgz)
+    with tarfile.open(tgz) as tar:
+        tar.extractall(tmp, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(tmp)
+    open(os.path.join(tmp, ".complete"), "w").close()
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not os.path.exists(os.path.join(final, ".complete")):
+            raise
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if os.path.exists(tgz):
+        os.unlink(tgz)
 """
+
+# Prints the bytes free for an unprivileged writer under a directory.
+_FREE = "import os, sys; s = os.statvfs(sys.argv[1]); print(s.f_bavail * s.f_frsize)"
+# What a full disk looks like in a failed upload or unpacking.
+_DISK_FULL = ("no space left", "full disk", "disk full", "quota exceeded", "errno 28")
 
 
 @lru_cache(maxsize=1)
@@ -77,6 +86,14 @@ def hostside_archive() -> tuple[str, bytes]:
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
     return digest.hexdigest()[:16], buf.getvalue()
+
+
+@lru_cache(maxsize=1)
+def hostside_bytes_needed() -> int:
+    """Bytes a worker needs free to receive hostside: the tarball and its unpacked files side by side."""
+    _, data = hostside_archive()
+    unpacked = sum(p.stat().st_size for p in HOSTSIDE_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+    return len(data) + unpacked
 
 
 def hostside_path(worker: WorkerRef) -> str:
@@ -109,12 +126,52 @@ def ensure_hostside(transport: Transport, worker: WorkerRef, timeout: float | No
         tgz = f"{worker.root}/hostside/.upload-{hostside_archive()[0]}-{id(transport):x}.tgz"
         put = transport.put_one(worker.name, io.BytesIO(data), tgz)
         if not put.ok:
-            return put
+            transport.run_one(worker.name, ["rm", "-f", tgz], timeout=limit(30))  # what part of it arrived
+            return _shipping_failure(transport, worker, put, limit(30))
         inst = transport.run_one(worker.name, [worker.python, "-I", "-c", _INSTALL, tgz, final], timeout=limit(60))
         if not inst.ok:
-            return inst
+            return _shipping_failure(transport, worker, inst, limit(30))
     ready.add(worker.name)
     return Result(host=worker.name, argv=("ensure-hostside",), exit_code=0)
+
+
+def _shipping_failure(transport: Transport, worker: WorkerRef, failed: Result, timeout: float) -> Result:
+    directory = f"{worker.root}/hostside"
+    what = f"ship orch's helper code to {directory}"
+    return disk_failure(transport, worker, failed, directory, hostside_bytes_needed(), what, timeout)
+
+
+def disk_failure(
+    transport: Transport, worker: WorkerRef, failed: Result, directory: str, needed: int, what: str, timeout: float
+) -> Result:
+    """`failed` (a copy or unpacking into `directory`) as the disk failure it is, error kind `disk` with the
+    free and needed figures, when the worker has less than `needed` bytes free there or the failure says its
+    disk is full; else `failed` as it is.
+
+    The SFTP server reports a full disk as a bare "Failure", which would otherwise read as a transport
+    problem; the figures say what to free."""
+    if failed.error_kind not in (None, "remote"):
+        return failed  # the connection itself failed: there is nothing to ask the worker
+    probe = transport.run_one(worker.name, [worker.python, "-I", "-c", _FREE, directory], timeout=timeout)
+    try:
+        free = int(probe.stdout.strip())
+    except ValueError:
+        return failed
+    text = failed.describe()
+    if free >= needed and not any(mark in text.lower() for mark in _DISK_FULL):
+        return failed
+    return Result(
+        host=worker.name,
+        argv=failed.argv,
+        exit_code=None,
+        elapsed=failed.elapsed,
+        error=f"disk: no room to {what}: {_kib(free)} free, {_kib(needed)} needed ({text})",
+        error_kind="disk",
+    )
+
+
+def _kib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{-(-n // 1024)} KiB"
 
 
 def run_hostside(
@@ -144,6 +201,24 @@ def run_hostside(
         stdin=stdin,
         on_line=on_line,
     )
+
+
+def step_failure(transport: Transport, worker: WorkerRef, step: str, result: Result) -> str:
+    """Why a hostside job that ran as `step` came back without its answer, in words that say whether the
+    step was cut short: the connection lost during it, or the job killed on the worker (no exit status came
+    back: paramiko's -1), told apart by asking the worker once more."""
+    cut = result.exit_code == -1 or (result.exit_code is None and result.error_kind == "connect")
+    if not cut:
+        return f"{step}: {result.describe()}"
+    back = transport.run_one(worker.name, ["true"], timeout=15)
+    if result.exit_code == -1 and back.ok:
+        return (
+            f"{step}: the {step} process on {worker.name} was killed before it finished "
+            "(no exit status came back; the connection is still up)"
+        )
+    now = "the worker answers again" if back.ok else f"it does not answer now: {back.describe()}"
+    why = f" ({result.error})" if result.error else ""
+    return f"{step}: the connection to {worker.name} was lost during {step}{why}; {now}"
 
 
 def job_document(result: Result) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hostside import procfs
 from hostside.files import write_atomic
 from orchestrator.errors import OrchError
 from orchestrator.launch.plan import LaunchPlan
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 
 RUNS_ENV = "ORCH_RUNS_DIR"
 SCHEMA_VERSION = 1
+# The record's states while its controller still works on the run; any other state is final
+# (or "detached": the controller left on purpose).
+ACTIVE_STATES = frozenset({"planned", "preflight", "starting", "started", "running"})
 
 
 def runs_root() -> Path:
@@ -77,7 +81,7 @@ class RunRecord:
                 "workers": plan.workers,
                 "target": plan.target.shown_argv(),
                 "created_at": time.time(),
-                "controller": {"host": socket.gethostname(), "pid": os.getpid()},
+                "controller": controller_identity(),
                 "state": "planned",
             },
         )
@@ -111,15 +115,55 @@ class RunRecord:
             _write_json(self.dir / "workers" / f"{name}.json", doc)
 
 
+def controller_identity() -> dict[str, Any]:
+    """Who this controller is: hostname (shown only), machine and boot id, pid and its start time."""
+    me = procfs.stat(os.getpid())
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "starttime": me["starttime"] if me else None,
+        **procfs.host_identity(),
+    }
+
+
+def controller_gone(info: dict[str, Any], here: dict[str, str] | None = None) -> str | None:
+    """Why the controller of a run still recorded as active is gone, or None (it is alive, the
+    record is final, or it ran on another machine, which this controller cannot see).
+
+    Judged by identity, never by a clock: the same machine and boot with the pid gone (or reused
+    by another process), or the same machine under another boot."""
+    if info.get("state") not in ACTIVE_STATES:
+        return None
+    ctl = info.get("controller")
+    if not isinstance(ctl, dict) or not ctl.get("machine_id"):
+        return None  # a record from before the identity was kept: nothing to judge by
+    here = here or procfs.host_identity()
+    if ctl.get("machine_id") != here.get("machine_id"):
+        return None
+    who = f"{ctl.get('host')} pid {ctl.get('pid')}"
+    if ctl.get("boot_id") != here.get("boot_id"):
+        return f"its controller ({who}) ran before this machine's last boot"
+    if not procfs.alive(ctl.get("pid"), ctl.get("starttime")):
+        return f"its controller ({who}) is gone"
+    return None
+
+
 def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every recorded run, newest first."""
+    """Every recorded run, newest first. A run still recorded as active whose controller is gone
+    (SIGKILLed, its machine rebooted) carries `controller_gone`, why: its `state` is the last one
+    that controller recorded, not what the workers do (`orch status` asks them, and records it)."""
     root = root or runs_root()
     out: list[dict[str, Any]] = []
     if not root.is_dir():
         return out
+    here = procfs.host_identity()
     for path in root.iterdir():
         if (path / "run.json").exists():
-            out.append(RunRecord(path).info())
+            info = RunRecord(path).info()
+            gone = controller_gone(info, here)
+            if gone:
+                info["controller_gone"] = gone
+            out.append(info)
     return sorted(out, key=lambda d: d.get("created_at") or 0, reverse=True)
 
 

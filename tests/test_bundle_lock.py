@@ -284,3 +284,46 @@ def test_locked_wheels_round_trip_through_json():
     )
     assert LockedWheel.from_json(json.loads(json.dumps(wheel.to_json())), "w") == wheel
     assert wheel.project == "torch_xla" and wheel.label == "torch_xla 2.9.0"
+
+
+def test_a_damaged_wheel_in_the_controllers_cache_is_refetched_and_the_repair_is_said(tmp_path):
+    import hashlib
+
+    from orchestrator.bundle import fetch_wheels
+    from orchestrator.bundle.lockfile import Lock
+    from orchestrator.bundle.store import cache_path
+
+    data = b"PK wheel bytes"
+    source = tmp_path / "src" / "tiny-1.0-py3-none-any.whl"
+    source.parent.mkdir()
+    source.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    wheel = LockedWheel(
+        name="tiny",
+        version="1.0",
+        filename=source.name,
+        requires_python=None,
+        requires_dist=(),
+        tags=("py3-none-any",),
+        sha256=sha,
+        size=len(data),
+        source=str(source),
+    )
+    lock = Lock(
+        bundle="tiny", python="3.11", pins=(), source={}, provenance={}, target={}, resolver={}, wheels=(wheel,)
+    )
+    root = tmp_path / "cache"
+    fetch_wheels(lock, tmp_path, root=root)
+    cached = cache_path(sha, source.name, root)
+    cached.write_bytes(b"PK wheel byteZ")  # same size, flipped byte: only the hash tells
+
+    repaired: list[str] = []
+    paths = fetch_wheels(lock, tmp_path, root=root, repaired=repaired)
+
+    assert paths[sha].read_bytes() == data
+    (said,) = repaired
+    assert said.startswith(f"{source.name} in the controller's wheel cache ({cached}) was damaged (sha256 ")
+    assert said.endswith(f"; fetched again from {source} and verified")
+    repaired.clear()
+    fetch_wheels(lock, tmp_path, root=root, repaired=repaired)
+    assert repaired == []  # intact now: nothing to say

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from fakes import Call, timed_out, worker
+from fakes import Call, exits, timed_out, unreachable, worker
 
 from orchestrator import deploy
 from orchestrator.bundle import CachedWheel
@@ -211,3 +211,33 @@ def test_with_relay_the_seed_gets_every_missing_wheel_and_its_peers_fetch_from_i
     assert report.ok and report.seed == "w1" and report.relay_used
     assert report.controller_bytes == jax.size + numpy.size
     assert report.outcomes["w0"].bytes_from_peer == jax.size
+
+
+def test_an_install_killed_on_the_worker_says_so_not_exit_minus_one(tmp_path, scripted_transport):
+    plan = make_plan(tmp_path, 1, ["jax"])
+    fake = scripted_transport(plan.workers)
+    fake.expect_job("w0", "deploy", ["begin"], answer=begins([]))
+    fake.expect_job("w0", "deploy", ["install"], reply=exits(-1))  # paramiko: no exit status came back
+    fake.expect_run("w0", ["true"])  # the worker still answers: the process was killed, not the connection
+    fake.expect_job("w0", "deploy", ["unlock"])
+
+    report = deploy.execute(plan, fake)
+
+    reason = report.outcomes["w0"].reason
+    assert reason.startswith("install: the install process on w0 was killed before it finished"), reason
+    assert "exit -1" not in reason
+
+
+def test_a_connection_lost_during_install_is_named_as_such(tmp_path, scripted_transport):
+    plan = make_plan(tmp_path, 1, ["jax"])
+    fake = scripted_transport(plan.workers)
+    fake.expect_job("w0", "deploy", ["begin"], answer=begins([]))
+    fake.expect_job("w0", "deploy", ["install"], reply=unreachable("cannot reach 10.0.0.0:22: EOFError: "))
+    fake.expect_run("w0", ["true"], reply=unreachable("connection to 10.0.0.0:22 refused (sshd not running?)"))
+    fake.expect_job("w0", "deploy", ["unlock"], reply=unreachable())
+
+    report = deploy.execute(plan, fake)
+
+    reason = report.outcomes["w0"].reason
+    assert reason.startswith("install: the connection to w0 was lost during install (cannot reach"), reason
+    assert reason.endswith("it does not answer now: connection to 10.0.0.0:22 refused (sshd not running?)")

@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +24,11 @@ from test_deploy_slice import Small
 from waiting import wait_for
 
 from hostside.deploy_lock import CONTROLLER_LEASE_TTL, WATCH_EVERY
+from orchestrator import deploy as core
+from orchestrator import sandbox
+from orchestrator.fleet import load_fleet
 from orchestrator.sandbox import namespaces
+from orchestrator.transport import for_fleet
 
 pytestmark = pytest.mark.ssh
 
@@ -217,3 +222,125 @@ def test_a_rollback_while_a_deploy_holds_the_lane_is_refused_everywhere_naming_t
     proc = small.orch("small-b", "rollback", "--lane", "cpu", "--json")
     assert check_lane(small) == small_id(small, "small-a")
     assert all(small.h.ssh(w, "test", "-e", "/var/lib/orch/lanes/cpu/deploy.lock").returncode for w in small.h.workers)
+
+
+# -- faults of one worker: its sshd, its disk -------------------------------------------------
+
+
+def helper_running(small: Small, worker: str, helper: str) -> bool:
+    return any(helper in line for line in orch_processes(small).get(worker, []))
+
+
+def restart_dead_workers(small: Small) -> None:
+    """Start again the sshd of every worker whose sshd is gone (what still ran there is ended first)."""
+    small.h.state = sandbox.up(small.h.dir, len(small.h.workers), base_address=small.h.state.base_address)
+
+
+def test_sshd_killed_mid_install_names_the_lost_connection_and_the_helper_left_behind_ends_within_the_bound(
+    small, monkeypatch
+):
+    monkeypatch.setenv("ORCH_WHEEL_CACHE", str(small.cache))
+    a = small_id(small, "small-a")
+    small.deploy("small-a")
+    forget(small, "small-b")
+    fleet = load_fleet(small.fleet_path("small-b"))
+    plan = core.plan_deploy(fleet, "cpu")
+    killed: list[float] = []
+
+    def kill_sshd_once_installing() -> None:
+        wait_for(lambda: helper_running(small, "slice-w1", "hostside.deploy install"), 120, "the install on slice-w1")
+        sandbox.kill_sshd(small.h.dir, 1)
+        killed.append(time.monotonic())
+
+    def on_progress(worker: str, phase: str) -> None:
+        if worker == "slice-w1" and phase == "installing":
+            threading.Thread(target=kill_sshd_once_installing, daemon=True).start()
+
+    try:
+        with for_fleet(fleet, plan.workers, connect_timeout=3) as t:
+            report = core.execute(plan, t, progress=on_progress)
+        assert killed, "sshd was never killed: the install had ended"
+        w1 = report.outcomes["slice-w1"]
+        assert w1.status == "failed"
+        assert re.match(r"(install|activate): the connection to slice-w1 was lost during \1\b", w1.reason), w1.reason
+        assert "it does not answer now" in w1.reason, w1.reason
+        # What the dead sshd's session left running on slice-w1 ends by the lease, within the bound.
+        wait_for(lambda: orch_processes(small) == {}, BOUND, "the helper left on slice-w1 to end")
+        assert time.monotonic() - killed[0] <= BOUND
+        assert leftovers(small) == {}
+    finally:
+        restart_dead_workers(small)
+    b = small_id(small, "small-b")
+    assert small.active() == {"slice-w0": b, "slice-w1": a, "slice-w2": b}  # the failed worker kept its bundle
+    doc = small.deploy("small-b")
+    assert doc["workers"]["slice-w1"]["status"] == "installed"
+    assert check_lane(small) == b and leftovers(small) == {}
+
+
+def test_a_full_disk_while_shipping_hostside_or_uploading_a_wheel_is_a_disk_failure_with_the_figures(
+    small, monkeypatch
+):
+    monkeypatch.setenv("ORCH_WHEEL_CACHE", str(small.cache))
+    pid = small.h.state.worker(2).pid
+    # a small filesystem as worker 2's root, inside its own mount namespace (room for two small bundles)
+    subprocess.run(
+        ["nsenter", "-t", str(pid), "-m", "mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", "/var/lib/orch"],
+        check=True,
+    )
+
+    def leave_free(nbytes: int) -> None:
+        """Fill worker 2's root so that `nbytes` stay free."""
+        script = (
+            "import os, shutil; os.path.exists('/var/lib/orch/filler') and os.unlink('/var/lib/orch/filler'); "
+            "print(shutil.disk_usage('/var/lib/orch').free)"
+        )
+        free = int(small.h.ssh(2, "python3", "-c", script, check=True).stdout)
+        small.h.ssh(2, "fallocate", "-l", str(max(free - nbytes, 4096)), "/var/lib/orch/filler", check=True)
+
+    def temporary_files() -> str:
+        pattern = (
+            "/var/lib/orch/hostside/.upload-* /var/lib/orch/hostside/.incoming-* /var/lib/orch/store/sha256/.incoming/*"
+        )
+        return small.h.ssh(2, "sh", "-c", f"ls -d {pattern} 2>/dev/null").stdout.strip()
+
+    try:
+        small.deploy("small-a")  # the fresh root gets orch's helper code and the bundle
+        # 1. no room for orch's helper code: `disk`, not `transport`
+        small.h.ssh(2, "rm", "-rf", "/var/lib/orch/hostside", check=True)
+        leave_free(32 * 1024)
+        proc = small.orch("small-a", "probe", "--workers", "slice-w2", "--shallow", "--json", check=False)
+        (row,) = json.loads(proc.stdout)["rows"]
+        assert row["layer"] == "disk", row
+        assert re.match(
+            r"disk: no room to ship orch's helper code to /var/lib/orch/hostside: \d+ KiB free, [\d.]+ \w+ needed",
+            row["evidence"],
+        ), row["evidence"]
+        assert temporary_files() == ""
+        leave_free(16 * 2**20)
+        proc = small.orch("small-a", "probe", "--workers", "slice-w2", "--shallow", "--json", check=False)
+        assert json.loads(proc.stdout)["rows"][0]["layer"] != "disk"  # shipped now
+        small.h.ssh(2, "rm", "-f", "/var/lib/orch/filler", check=True)
+
+        # 2. the disk fills while a wheel is uploaded (after begin found room): `disk` with the figures
+        forget(small, "small-b")
+        fleet = load_fleet(small.fleet_path("small-b"))
+        plan = core.plan_deploy(fleet, "cpu", relay=False)
+
+        def on_progress(worker: str, phase: str) -> None:
+            if worker == "slice-w2" and phase.startswith("pushing 1/"):
+                leave_free(8 * 1024)
+
+        with for_fleet(fleet, plan.workers, connect_timeout=3) as t:
+            report = core.execute(plan, t, progress=on_progress)
+        w2 = report.outcomes["slice-w2"]
+        assert w2.status == "failed"
+        assert re.match(r"disk: no room to upload \S+ to /var/lib/orch/store/sha256/.incoming: ", w2.reason), w2.reason
+        assert re.search(r"\d+ KiB free, [\d.]+ \w+ needed", w2.reason), w2.reason
+        assert temporary_files() == "" and leftovers(small) == {} and orch_processes(small) == {}
+        assert small.active()["slice-w2"] == small_id(small, "small-a")
+        small.h.ssh(2, "rm", "-f", "/var/lib/orch/filler", check=True)
+        doc = small.deploy("small-b", check=False)
+        assert doc["workers"]["slice-w2"]["status"] == "installed", {w: o["reason"] for w, o in doc["workers"].items()}
+        assert check_lane(small) == small_id(small, "small-b")
+    finally:
+        subprocess.run(["nsenter", "-t", str(pid), "-m", "umount", "-l", "/var/lib/orch"], check=False)

@@ -7,7 +7,7 @@ import json
 from fakes import Call, answers, exits, timed_out, unreachable, worker
 
 from orchestrator import probe
-from orchestrator.remote import hostside_path
+from orchestrator.remote import ensure_hostside, hostside_path
 
 
 def probe_plan(workers: int, timeout: float = 30.0) -> probe.ProbePlan:
@@ -111,3 +111,69 @@ def test_answers_carry_a_schema_version():
     # the fake's replies look like a hostside job's: one JSON document with schema_version
     call = Call("w0", "run", ("python3", "-m", "hostside.probe"))
     assert json.loads(answers({"ok": True})(call).stdout) == {"schema_version": 1, "ok": True}
+
+
+def test_a_full_disk_while_shipping_hostside_is_reported_as_disk_with_free_and_needed_figures(scripted_transport):
+    from orchestrator.remote import hostside_bytes_needed
+
+    w = worker(0, lane=None)
+    fake = scripted_transport([w], hostside_ready=False)
+    fake.expect_run("w0", ["test", "-f"], reply=exits(1))
+    fake.expect_run("w0", ["mkdir", "-p"])
+    refused = "SFTP put to w0:/x failed on the worker: Failure (the SFTP server gives no detail; usually a full disk)"
+    fake.expect_put("w0", "/var/lib/orch/hostside/.upload-", reply=unreachable(refused, kind="remote"))
+    fake.expect_run("w0", ["rm", "-f"])  # what part of it arrived
+    fake.expect_run("w0", ["python3", "-I", "-c"], reply=exits(0, stdout="4096\n"))  # bytes free
+
+    res = ensure_hostside(fake, w)
+
+    assert res.error_kind == "disk"
+    assert res.error.startswith("disk: no room to ship orch's helper code to /var/lib/orch/hostside: 4 KiB free, ")
+    assert f"{hostside_bytes_needed() / 2**20:.1f} MiB needed" in res.error or "KiB needed" in res.error
+
+
+def test_a_connection_lost_while_shipping_hostside_stays_a_transport_failure(scripted_transport):
+    w = worker(0, lane=None)
+    fake = scripted_transport([w], hostside_ready=False)
+    fake.expect_run("w0", ["test", "-f"], reply=exits(1))
+    fake.expect_run("w0", ["mkdir", "-p"])
+    fake.expect_put("w0", "/var/lib/orch/hostside/.upload-", reply=unreachable())
+    fake.expect_run("w0", ["rm", "-f"], reply=unreachable())
+
+    res = ensure_hostside(fake, w)
+
+    assert res.error_kind == "connect" and "ConnectionResetError" in res.error
+
+
+def test_the_clock_offset_is_bounded_by_the_round_trip_and_only_a_sure_excess_warns():
+    reading = probe.ClockReading.measure(sent=100.0, worker_time=103.1, arrived=100.2)
+    assert (round(reading.offset, 6), round(reading.uncertainty, 6)) == (3.0, 0.1)
+    assert probe.clock_check(reading).status == "warn"
+    # 2.05 s ± 0.1 s might be 1.95 s: within the 2 s limit, so no warning
+    unsure = probe.ClockReading.measure(sent=100.0, worker_time=102.15, arrived=100.2)
+    check = probe.clock_check(unsure)
+    assert check.status == "ok" and check.summary.startswith("clock +2.050s ± 0.100s from the controller's")
+
+
+def test_the_probe_reports_each_workers_clock_offset_as_a_finding_of_its_own(scripted_transport):
+    import time as _time
+
+    def stamped(ahead: float):
+        def reply(call: Call):
+            doc = json.dumps({"schema_version": 1, **HEALTHY})
+            return exits(0, stdout=doc + "\n", stderr=f"@orch-clock {_time.time() + ahead!r}\n")(call)
+
+        return reply
+
+    fake = scripted_transport([worker(0, lane=None), worker(1, lane=None)])
+    fake.expect_job("w0", "probe", reply=stamped(0.0))
+    fake.expect_job("w1", "probe", reply=stamped(3600.0))  # an hour ahead
+
+    report = probe.sweep(probe_plan(2), fake)
+
+    w0, w1 = report.rows
+    assert w0.verdict == "ok" and w0.check("clock").status == "ok"
+    assert abs(w0.check("clock").data["offset"]) < 5
+    assert w1.verdict == "warn" and w1.evidence.startswith("clock: clock differs from the controller's by +3")
+    clock = report.summary()["clock"]
+    assert clock["workers"] == 2 and 3590 < clock["spread"] < 3610

@@ -54,16 +54,30 @@ def cached_wheel_path(wheel: LockedWheel, root: Path | None = None) -> Path:
 
 
 def cached_wheel(
-    sha256: str, filename: str, *, size: int | None = None, root: Path | None = None, verify: bool = True
+    sha256: str,
+    filename: str,
+    *,
+    size: int | None = None,
+    root: Path | None = None,
+    verify: bool = True,
+    damaged: list[str] | None = None,
 ) -> Path | None:
-    """The cached file if present and intact (size and, with verify, sha256); a damaged one is removed."""
+    """The cached file if present and intact (size and, with verify, sha256); a damaged one is removed,
+    and what was wrong with it appended to `damaged`."""
     path = cache_path(sha256, filename, root)
     try:
         actual_size = path.stat().st_size
     except OSError:
         return None
-    if (size is not None and actual_size != size) or (verify and sha256_file(str(path)) != sha256):
+    why = None
+    if size is not None and actual_size != size:
+        why = f"{actual_size} bytes, not {size}"
+    elif verify and (actual := sha256_file(str(path))) != sha256:
+        why = f"sha256 {actual[:16]}..., not {sha256[:16]}..."
+    if why is not None:
         path.unlink(missing_ok=True)
+        if damaged is not None:
+            damaged.append(f"{filename} in the controller's wheel cache ({path}) was damaged ({why}); removed")
         return None
     return path
 
@@ -124,9 +138,14 @@ def source_location(source: str, base_dir: Path) -> tuple[str, Path | None]:
 # Filling the cache
 
 
-def fetch_wheels(lock: Lock, base_dir: Path, *, root: Path | None = None) -> dict[str, Path]:
-    """Make sure every wheel of `lock` (and its interpreter archive) is in the cache, fetching from its
-    source and verifying its sha256; sha256 -> path."""
+def fetch_wheels(
+    lock: Lock, base_dir: Path, *, root: Path | None = None, repaired: list[str] | None = None
+) -> dict[str, Path]:
+    """Make sure every wheel of `lock` and its interpreter archive are in the cache (fetching from
+    their source); sha256 -> path.
+
+    A cached wheel whose size or sha256 no longer matches the lock is removed and fetched again;
+    each such repair is said in `repaired` (what was wrong, where it came from again)."""
     root = root or wheel_cache_root()
     out = {}
     if lock.interpreter is not None:
@@ -139,15 +158,19 @@ def fetch_wheels(lock: Lock, base_dir: Path, *, root: Path | None = None) -> dic
                 hint="restore the archive the lock names (by its sha256), or pack a new one and lock again",
             ) from None
     for w in lock.wheels:
-        hit = cached_wheel(w.sha256, w.filename, size=w.size, root=root)
+        damaged: list[str] = []
+        hit = cached_wheel(w.sha256, w.filename, size=w.size, root=root, damaged=damaged)
         if hit is None:
             try:
                 hit = _fetch_locked(w, base_dir, root)
             except OSError as exc:
                 raise BundleError(
-                    f"bundle '{lock.bundle}': cannot fetch {w.filename} from {w.source}: {exc}",
+                    f"bundle '{lock.bundle}': cannot fetch {w.filename} from {w.source}: {exc}"
+                    + (f" ({damaged[0]})" if damaged else ""),
                     hint="the wheel is not in the controller's cache; restore its source or re-lock",
                 ) from None
+            if repaired is not None:
+                repaired += [f"{d}; fetched again from {w.source} and verified" for d in damaged]
         out[w.sha256] = hit
     return out
 

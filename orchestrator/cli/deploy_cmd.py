@@ -43,6 +43,9 @@ def deploy(obj: Context, lane: str, as_json: bool, dry_run: bool, no_relay: bool
     if dry_run:
         click.echo(json.dumps(plan.to_dict(), indent=2))
         return
+    if not as_json:
+        for line in plan.repaired:  # said before the deploy starts (in --json: the report's `repaired`)
+            click.echo(f"controller cache: {line}", err=True)
     with obj.transport(plan.workers) as transport:
         if as_json:
             report = core.execute(plan, transport)

@@ -413,9 +413,12 @@ def runs_(as_json: bool) -> None:
     for r in items:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("created_at") or 0))
         outcome = (r.get("outcome") or {}).get("message") or ""
+        state = r.get("state", "?")
+        if r.get("controller_gone"):
+            # The record stopped where its controller did; the workers know the rest.
+            state, outcome = "controller-gone", f"{r['controller_gone']} while {state}; `orch status` asks the workers"
         click.echo(
-            f"{r['run_id']:<40} {r.get('state', '?'):<12} {r.get('lane', '?'):<10} "
-            f"{len(r.get('workers') or [])}w  {when}  {outcome}"
+            f"{r['run_id']:<40} {state:<12} {r.get('lane', '?'):<10} {len(r.get('workers') or [])}w  {when}  {outcome}"
         )
 
 
@@ -447,6 +450,8 @@ def status(obj: Context, run: str, as_json: bool, verbose: bool) -> None:
 def status_lines(doc: dict[str, Any], verbose: bool = False) -> list[str]:
     """The run's state, then a line per worker; above the summary threshold, counts and the workers that ended badly."""
     lines = [f"run {doc['run_id']} (lane {doc['lane']}): {doc['state']}"]
+    if doc.get("controller_gone"):
+        lines.append(f"  {doc['controller_gone']} (it had recorded the run as {doc.get('recorded')})")
     for a in doc.get("attempts") or []:
         cause = a.get("cause") or {}
         why = f": {cause.get('layer')}: {cause.get('reason')} ({cause.get('why')})" if cause else ""

@@ -95,6 +95,7 @@ def render(report: ProbeReport, verbose: bool = False) -> None:
         rows = [Row(r.worker, r.verdict, r.verdict != "ok", _detail(r), r.elapsed) for r in report.rows]
         for line in summary_lines(rows, states=("ok", "warn", "fail")):
             click.echo(line)
+        _clock(report)
         _remedies(report, compact=True)
         return
 
@@ -129,7 +130,18 @@ def render(report: ProbeReport, verbose: bool = False) -> None:
     s = report.summary()
     line = f"{s['ok']} ok, {s['warn']} warn, {s['fail']} fail of {s['workers']} worker(s)"
     click.echo(line)
+    _clock(report)
     _remedies(report, compact=False)
+
+
+def _clock(report: ProbeReport) -> None:
+    """The workers' clock offsets from the controller's, as information (no decision uses them)."""
+    c = report.clock()
+    if c:
+        click.echo(
+            f"clock: {c['workers']} worker(s) {c['min_offset']:+.3f}..{c['max_offset']:+.3f}s from the controller "
+            f"(each ± at most {c['uncertainty']:.3f}s; spread {c['spread']:.3f}s)"
+        )
 
 
 def _detail(r: WorkerProbe) -> str:

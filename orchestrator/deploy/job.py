@@ -25,7 +25,7 @@ from orchestrator.deploy.lane_lock import (
 from orchestrator.deploy.plan import DeployPlan, DeployReport, Progress, WorkerOutcome
 from orchestrator.errors import BundleError
 from orchestrator.fleet import WorkerRef
-from orchestrator.remote import job_document, run_hostside
+from orchestrator.remote import disk_failure, job_document, run_hostside, step_failure
 from orchestrator.transport import Result, Transport
 
 
@@ -52,6 +52,10 @@ def execute(plan: DeployPlan, transport: Transport, *, progress: Progress | None
         plan=plan, outcomes=job.outcomes, seed=job.seed, relay_used=job.relay_used, elapsed=time.monotonic() - start
     )
     return report
+
+
+# The steps that work on a worker it was reached for (after the lock): one cut short is named as such.
+STEPS = frozenset({"fetch", "receive", "install", "activate"})
 
 
 class _Deploy:
@@ -86,12 +90,18 @@ class _Deploy:
         """Run one hostside deploy action; returns its document or raises _Failed."""
         req = {**self._base(w), **(extra or {})}
         res = run_hostside(self.t, w, "deploy", [action], stdin=json.dumps(req), timeout=timeout)
+
+        def failed() -> _Failed:
+            if w.name in self.locked and action in STEPS:  # a step cut short says so (connection lost, or killed)
+                return _Failed(step_failure(self.t, w, action, res))
+            return _Failed(f"{action}: {res.describe()}")
+
         if res.error:
-            raise _Failed(f"{action}: {res.error}")
+            raise failed()
         try:
             doc = job_document(res)
         except Exception:
-            raise _Failed(f"{action}: {res.describe()}") from None
+            raise failed() from None
         if not doc.get("ok"):
             raise _Failed(doc.get("error") or f"{action} failed")
         return doc
@@ -280,7 +290,11 @@ class _Deploy:
             res = self.t.put_one(w.name, wheel.path, remote)
             if not res.ok:
                 self.t.run_one(w.name, ["rm", "-f", remote], timeout=30)
-                raise _Failed(f"upload of {wheel.filename} failed: {res.describe()}")
+                left = sum(x.size for x in wheels[i - 1 :])
+                res = disk_failure(self.t, w, res, incoming, left, f"upload {wheel.filename} to {incoming}", 30)
+                raise _Failed(
+                    res.error if res.error_kind == "disk" else f"upload of {wheel.filename} failed: {res.describe()}"
+                )
             self.outcomes[w.name].bytes_from_controller += wheel.size
             files.append({**wheel.request(), "path": remote})
         doc = self.call(w, "receive", {"files": files}, timeout=600)

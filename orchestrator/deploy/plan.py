@@ -26,6 +26,7 @@ class DeployPlan:
     uv: CachedWheel
     relay: bool = True
     interpreter: LockedInterpreter | None = None  # the bundle's own Python; None: the workers' system Python
+    repaired: tuple[str, ...] = ()  # damaged wheels of the controller's cache, fetched again while planning
 
     @property
     def interpreter_file(self) -> CachedWheel | None:
@@ -71,6 +72,7 @@ class DeployPlan:
             "installer": self.uv.request(),
             "interpreter": self.interpreter.request() if self.interpreter else None,
             "bundle_bytes": self.bundle_bytes,
+            "repaired": list(self.repaired),
         }
 
 
@@ -119,6 +121,7 @@ class DeployReport:
             "relay_used": self.relay_used,
             "controller_bytes": self.controller_bytes,
             "bundle_bytes": self.plan.bundle_bytes,
+            "repaired": list(self.plan.repaired),
             "elapsed": round(self.elapsed, 3),
             "workers": {n: o.to_dict() for n, o in self.outcomes.items()},
         }
@@ -145,8 +148,9 @@ def plan_deploy(
                 f"bundle '{lane_model.bundle}' has no lock at {lock_path}", hint=f"orch bundle lock {lane_model.bundle}"
             )
         lock = bundles.read_lock(lock_path)
+    repaired: list[str] = []
     if fetch:
-        bundles.fetch_wheels(lock, fleet.base_dir)
+        bundles.fetch_wheels(lock, fleet.base_dir, repaired=repaired)
     wheels = tuple(
         CachedWheel(
             name=w.name,
@@ -169,6 +173,7 @@ def plan_deploy(
         uv=installer_wheel(),
         relay=relay,
         interpreter=lock.interpreter,
+        repaired=tuple(repaired),
     )
 
 

@@ -37,14 +37,23 @@ def reply(result: Result) -> dict[str, Any] | None:
 
 
 def start_workers(
-    plan: LaunchPlan, transport: Transport, *, grace: float, ready_timeout: float, stdin_to: Sequence[str] = ()
+    plan: LaunchPlan,
+    transport: Transport,
+    *,
+    grace: float,
+    ready_timeout: float,
+    stdin_to: Sequence[str] = (),
+    attached: bool = False,
 ) -> dict[str, Result]:
     """Send each worker its launch document (on stdin, never a command line; the worker writes it
     owner-only, since it holds the run's environment) and start its supervisor. The processes of
-    `stdin_to` read their stdin from the controller (orchestrator.launch.stdin), the others /dev/null."""
+    `stdin_to` read their stdin from the controller (orchestrator.launch.stdin), the others /dev/null.
+    An `attached` run ends on the workers when this controller stops renewing its lease after the
+    release too (hostside/launch_supervise.py); a detached one outlives it."""
 
     def one(worker: WorkerRef) -> Result:
         doc = plan.launch_doc(plan.process(worker.name), grace=grace, ready_timeout=ready_timeout)
+        doc["attached"] = attached
         if worker.name in stdin_to:
             doc["stdin"] = True
         return run_hostside(transport, worker, "launch_start", stdin=json.dumps(doc), timeout=60)
@@ -67,8 +76,9 @@ def release(
 
 
 class LeaseRenewer:
-    """Renews the controller lease in every worker's run directory until `stop` (the release):
-    a launcher waiting for its release ends itself when renewals stop (hostside.lease's bound).
+    """Renews the controller lease in every worker's run directory until `stop`: a launcher waiting
+    for its release, and an attached run's supervisor after it, end themselves when renewals stop
+    (hostside.lease's bound).
     One thread per worker and renewal, never joined, so a hung worker delays no other; a worker
     whose previous renewal is still in flight is skipped."""
 

@@ -168,9 +168,10 @@ class Driver:
 
     def run(self, *, from_end: bool) -> LaunchOutcome:
         """Start the watch threads, then feed events until the state machine says done."""
-        # Until the release, the launchers wait only while this controller renews its lease.
+        # The launchers wait for their release only while this controller renews its lease, and an
+        # attached run's supervisors keep watching it after the release (a detached run's ignore it).
         self.renewer = LeaseRenewer(self.plan, self.transport)
-        if not self.state.released:
+        if not self.state.released or self.until == "exit":
             self.renewer.start()
         for name in self.plan.workers:
             args = (name, from_end)
@@ -230,7 +231,8 @@ class Driver:
             self.report(decision.text)
         elif isinstance(decision, gang.Release):
             results = release(self.plan, self.transport, decision.at)
-            self.renewer.stop()
+            if self.until != "exit":
+                self.renewer.stop()
             self._feed(gang.Released(tuple(w for w, r in results.items() if not r.ok)))
         elif isinstance(decision, gang.Teardown):
             shielded(lambda: self._tear_down(decision))

@@ -16,8 +16,10 @@
    same. The outcome names the first failure, how it ended and the diagnosis
    of its log tail.
 
-Workers keep running when the controller goes away (detached runs); `monitor`
-resumes watching a run, which `orch attach` uses (recorded.py).
+A detached run keeps running when its controller goes away; `monitor` resumes
+watching it, which `orch attach` uses (recorded.py). An attached run ends on
+its workers within the controller lease's bound once its controller is gone
+(docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def execute(
     forwarding = None
     try:
         feed = stdin.targets(plan, stdin_to)
-        start(plan, transport, record, timing, stdin_to=feed)
+        start(plan, transport, record, timing, stdin_to=feed, attached=not detach)
         forwarding = stdin.forward(plan, transport, feed, report=report) if feed else None
         until = "started" if detach else "exit"
         outcome = monitor(
@@ -128,10 +130,17 @@ def prepare(
 
 
 def start(
-    plan: LaunchPlan, transport: Transport, record: runs.RunRecord, timing: LaunchTiming, stdin_to: Sequence[str] = ()
+    plan: LaunchPlan,
+    transport: Transport,
+    record: runs.RunRecord,
+    timing: LaunchTiming,
+    stdin_to: Sequence[str] = (),
+    attached: bool = False,
 ) -> None:
     """Start every worker's supervisor; if any start fails, stop them all and raise LaunchError."""
-    started = start_workers(plan, transport, grace=timing.grace, ready_timeout=timing.start_timeout, stdin_to=stdin_to)
+    started = start_workers(
+        plan, transport, grace=timing.grace, ready_timeout=timing.start_timeout, stdin_to=stdin_to, attached=attached
+    )
     bad = {}
     for name, res in started.items():
         doc = reply(res)

@@ -14,28 +14,61 @@ from orchestrator.launch.driver import monitor
 from orchestrator.launch.lifecycle import finish, interrupted
 from orchestrator.launch.outcome import LaunchOutcome
 from orchestrator.launch.timing import LaunchTiming
-from orchestrator.runs import SCHEMA_VERSION, RunRecord
+from orchestrator.runs import SCHEMA_VERSION, RunRecord, controller_gone
 from orchestrator.transport import Transport
+
+# The workers' word for a run that no longer runs anywhere (overall_state).
+ENDED_STATES = frozenset({"succeeded", "failed", "stopped", "not-started"})
 
 
 def status(record: RunRecord, transport: Transport) -> dict[str, Any]:
-    """Each worker's live state of the run (state, pid, exit status, processes)."""
+    """Each worker's live state of the run (state, pid, exit status, processes).
+
+    When the record still says the run is active but its controller is gone (SIGKILLed), the
+    workers are the truth: once they say the run ended, the record is brought in line with them
+    (`ended_by: controller gone`), so `orch runs` and `orch status` say the same thing."""
     plan = record.plan()
     workers = worker_status(plan, transport)
-    return {
+    info = record.info()
+    state = overall_state(workers)
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": plan.run_id,
         "lane": plan.lane,
-        "state": overall_state(workers),
-        "recorded": record.info().get("state"),
+        "state": state,
+        "recorded": info.get("state"),
         "workers": workers,
     }
+    gone = controller_gone(info)
+    if gone:
+        doc["controller_gone"] = gone
+        if state in ENDED_STATES:
+            record.update(
+                state=state,
+                ended_by="controller gone",
+                recorded_before=info.get("state"),
+                outcome={"status": state, "message": f"{gone} ({worker_summary(workers)})"},
+            )
+    return doc
+
+
+def worker_summary(workers: dict[str, dict[str, Any]]) -> str:
+    """The workers' end, in a few words: the first worker that did not exit 0 and why, else all exited 0."""
+    for name, d in workers.items():
+        ex = d.get("exit") or {}
+        if d.get("state") == "absent":
+            return f"{name}: never started"
+        if ex.get("exit_code") != 0:
+            return f"{name}: {ex.get('reason') or d.get('state')}"
+    return "every worker exited 0"
 
 
 def overall_state(workers: dict[str, dict[str, Any]]) -> str:
     """One word for the run from its workers' states."""
     states = {d.get("state") for d in workers.values()}
-    if states <= {"exited"}:
+    if states == {"absent"}:
+        return "not-started"  # its controller stopped before any worker was started
+    if states <= {"exited", "absent"}:  # some ended, the others never started: nothing runs
         exits = [d.get("exit") or {} for d in workers.values()]
         if all(e.get("exit_code") == 0 for e in exits):
             return "succeeded"

@@ -34,10 +34,10 @@ Modules:
 - `namespaces`  which processes run on a worker, and stopping them (/proc);
 - `machine`     can this machine run a sandbox; are the addresses free;
 - `lifecycle`   `up`, `down`, `status`;
-- `faults`      `pause`, `resume`, `kill`, `regenerate_host_key`, `replace`.
+- `faults`      `pause`, `resume`, `kill`, `kill_sshd`, `regenerate_host_key`, `replace`.
 """
 
-from orchestrator.sandbox.faults import host_key, kill, pause, regenerate_host_key, replace, resume
+from orchestrator.sandbox.faults import host_key, kill, kill_sshd, pause, regenerate_host_key, replace, resume
 from orchestrator.sandbox.fleetfile import known_hosts_name, render_fleet
 from orchestrator.sandbox.lifecycle import down, load_state, status, up
 from orchestrator.sandbox.machine import addresses_free, preflight
@@ -101,6 +101,7 @@ __all__ = [
     "down",
     "host_key",
     "kill",
+    "kill_sshd",
     "known_hosts_name",
     "load_state",
     "parse_lane_spec",

@@ -3,6 +3,7 @@
 - `pause`: SIGSTOP everything on it, a hung host (TCP still connects, nothing answers);
 - `resume`: SIGCONT it again;
 - `kill`: SIGKILL everything on it, a dead host (connections are refused);
+- `kill_sshd`: SIGKILL its sshd alone (listener and sessions): SSH drops, what it started runs on;
 - `regenerate_host_key`: a rebuilt VM, whose new host key clients must refuse;
 - `replace`: a re-created VM (preempted, then brought back by the cloud): same
   address, a new host key, an empty disk (orch root, home and /tmp wiped).
@@ -41,6 +42,24 @@ def kill(dir: str | os.PathLike[str], worker: str | int) -> WorkerAction:
     """SIGKILL everything on a worker: a dead host (connections are refused)."""
     ws = load_state(dir).worker(worker)
     return WorkerAction(name=ws.name, action="killed", pids=tuple(sorted(namespaces.kill_all(ws))))
+
+
+def kill_sshd(dir: str | os.PathLike[str], worker: str | int) -> WorkerAction:
+    """SIGKILL a worker's sshd alone, the listener and every session process: each SSH connection to it
+    drops and new ones are refused, while what the sessions started runs on, as after sshd crashed or was
+    OOM-killed. `up` starts its sshd again (the worker counts as dead, and what still runs there is ended)."""
+    _, ws = _live_worker(dir, worker)
+    pids = {pid for pid in namespaces.worker_processes(ws) if _comm(pid).startswith("sshd")}
+    namespaces.send(sorted(pids, key=lambda p: p != ws.pid), signal.SIGKILL)  # the listener first
+    return WorkerAction(name=ws.name, action="sshd-killed", pids=tuple(sorted(pids)))
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
 
 
 def regenerate_host_key(dir: str | os.PathLike[str], worker: str | int, *, timeout: float = READY_TIMEOUT) -> str:
