@@ -793,6 +793,8 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
     doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
     assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
+    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml"}
+    assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
