@@ -1,13 +1,13 @@
 """Diagnosis accuracy benchmark: the signature table scored on the real-log corpora.
 
-Scores every entry of the tune part (tests/data/diagnosis/corpus.yaml) and of
-the held-back part (tests/data/diagnosis/heldback.yaml, collected blind to the
-signature table; see orchestrator/diagnose_corpus.py) with `verdict()` and
-prints, per part, a per-layer table of entries, right, unknown and wrong
-answers, and the overall accuracy. Exits 1 when the held-back accuracy is below
-90 %, when more than 3 % of either part's answers name a wrong layer with
-confidence, or when the held-back file is missing (then it says so and prints
-the tune figures only).
+Scores every entry of the tune part (tests/data/diagnosis/corpus.yaml and
+blind-1.yaml) and of the held-back part (tests/data/diagnosis/heldback.yaml,
+collected blind to the signature table; see orchestrator/diagnose_corpus.py)
+with `verdict()` and prints, per part, a per-layer table of entries, right,
+unknown and wrong answers, and the overall accuracy (for tune, also per file).
+Exits 1 when the held-back accuracy is below 90 %, when more than 3 % of either
+part's answers name a wrong layer with confidence, or when the held-back file
+is missing (then it says so and prints the tune figures only).
 
     .venv/bin/python bench/diagnose.py [--smoke] [--misses] [--json] [--write-doc]
 
@@ -32,14 +32,16 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.diagnose import render_troubleshooting_markdown  # noqa: E402
 from orchestrator.diagnose_corpus import (  # noqa: E402
-    CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
     MIN_HELD_ACCURACY,
+    TUNE_PATHS,
     CorpusError,
     Score,
+    by_file,
     corpus_markdown,
     load_parts,
+    score,
     score_parts,
     table_rows,
 )
@@ -54,6 +56,10 @@ def print_table(part: Score) -> None:
     print(f"  {'layer':<17}{'entries':>8}{'right':>7}{'unknown':>9}{'wrong':>7}{'accuracy':>10}")
     for layer, entries, right, unknown, wrong, accuracy in table_rows(part):
         print(f"  {layer:<17}{entries:>8}{right:>7}{unknown:>9}{wrong:>7}{accuracy:>10}")
+    if part.split == "tune":
+        for file, entries in by_file(o.entry for o in part.outcomes).items():
+            t = score(entries, "tune").total
+            print(f"  {file}: {t.right}/{t.entries} right ({t.accuracy:.1%}), {t.unknown} unknown, {t.wrong} wrong")
 
 
 def print_misses(part: Score) -> None:
@@ -63,7 +69,7 @@ def print_misses(part: Score) -> None:
         got = o.verdict.layer
         extra = f" candidates={','.join(o.verdict.candidates)}" if o.verdict.candidates else ""
         via = f" via {o.verdict.finding.signature_id}" if o.verdict.finding else ""
-        print(f"  {o.entry.id}: want {o.entry.layer}, got {got}{via}{extra}")
+        print(f"  {o.entry.file}: {o.entry.id}: want {o.entry.layer}, got {got}{via}{extra}")
 
 
 def _summary(p: Score) -> dict[str, object]:
@@ -75,6 +81,11 @@ def _summary(p: Score) -> dict[str, object]:
         "accuracy": round(p.total.accuracy, 4),
         "wrong_rate": round(p.total.wrong_rate, 4),
         "per_layer": {r[0]: dict(zip(COUNTS, r[1:5], strict=True)) for r in table_rows(p)},
+        "per_file": {
+            file: dict(zip(COUNTS, (t.entries, t.right, t.unknown, t.wrong), strict=True))
+            for file, entries in by_file(o.entry for o in p.outcomes).items()
+            for t in [score(entries, p.split).total]
+        },
     }
 
 
@@ -103,7 +114,12 @@ def failures(tune: Score, held: Score | None, held_path: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=CORPUS_PATH, help="the tune part")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        action="append",
+        help=f"a tune file (repeatable; default: {', '.join(shown(p) for p in TUNE_PATHS)})",
+    )
     parser.add_argument("--heldback", type=Path, default=HELDBACK_PATH, help="the held-back part")
     parser.add_argument("--smoke", action="store_true", help="print only the totals, exit 0")
     parser.add_argument("--misses", action="store_true", help="list the tune part's misses")
@@ -113,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     try:
-        entries = load_parts(args.corpus, args.heldback)
+        entries = load_parts(args.corpus or TUNE_PATHS, args.heldback)
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -145,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.misses:
             print_misses(tune)
     if args.write_doc:
-        section = corpus_markdown(entries["tune"] or [], entries["held"], args.corpus, args.heldback)
+        section = corpus_markdown(entries["tune"] or [], entries["held"], args.corpus or TUNE_PATHS, args.heldback)
         DOC_PATH.write_text(render_troubleshooting_markdown(section))
         print(f"wrote {DOC_PATH.relative_to(ROOT)}")
     if failed and not args.smoke:

@@ -108,7 +108,7 @@ LAYER_HINTS: dict[str, re.Pattern[str]] = {
         "cache": r"compilation cache|persistent cache|cache entry",
         "memory": r"out of memory|\bOOM\b|RESOURCE_EXHAUSTED|bad_alloc|\bKilled\b|MemoryError|SIGKILL",
         "collective": r"rendezvous|barrier|coordinat|heartbeat|\bgloo\b|\bnccl\b|collective|\bpeer\b|c10d"
-        r"|DistNetworkError|world_size",
+        r"|DistNetworkError|world_size|Failed to connect to remote server",
         "disk": r"no space|quota|\bdisk\b|/dev/shm|ENOSPC",
         "hardware": r"hardware|unhealthy|\bICI\b|chip (error|failure)|\bECC\b|preempt",
     }.items()

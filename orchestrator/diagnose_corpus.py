@@ -1,15 +1,20 @@
 """The real-log corpora that keep `orch diagnose` honest: loading, the two parts, scoring.
 
-The split is by file, and each file was collected differently:
+The split is by file, and each file was collected differently. The *tune*
+part is every file of `TUNE_PATHS`; signatures may be written from any of
+their entries:
 
-- tests/data/diagnosis/corpus.yaml, the *tune* part: short excerpts of real
-  failure logs copied from public issue threads, collected by the same hand
-  that wrote the signature table. Signatures may be written from any entry.
-- tests/data/diagnosis/heldback.yaml, the *held-back* part: collected
-  afterwards, in the same format, by someone who had not seen the signature
-  table. It is never read entry by entry while tuning the table, only its
-  totals; its accuracy is the number that says whether the table generalises.
-  It may also hold entries of layer `other` (a failure no layer owns).
+- tests/data/diagnosis/corpus.yaml: short excerpts of real failure logs copied
+  from public issue threads, collected by the same hand that wrote the
+  signature table.
+- tests/data/diagnosis/blind-1.yaml: collected blind to the table, in the same
+  format, by someone who had not seen it; scored once as the held-back part
+  (BLIND_1_HELD_SCORE), then folded into tune.
+
+The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
+collected blind to the table. It is never read entry by entry while tuning the
+table, only its totals; its accuracy is the number that says whether the table
+generalises. Blind sets may hold entries of layer `other` (a failure no layer owns).
 
 Each entry has its source, the layer that owned the failure according to the
 thread's resolution, and a note. An entry is scored by `verdict()`: *right*
@@ -23,7 +28,7 @@ docs/troubleshooting.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +37,24 @@ import yaml
 from orchestrator.diagnose import LAYERS, UNKNOWN, Verdict, verdict
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnosis"
-CORPUS_PATH = DATA_DIR / "corpus.yaml"  # the tune part
-HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (collected blind to the table)
+CORPUS_PATH = DATA_DIR / "corpus.yaml"  # tune: collected by the hand that wrote the table
+BLIND_1_PATH = DATA_DIR / "blind-1.yaml"  # tune: the first blind set, scored once as held back
+TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH)
+HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the second set collected blind to the table)
+# How blind-1.yaml scored the one time it was the held-back part, before it was tuned on:
+# layer -> (entries, right, unknown, wrong).
+BLIND_1_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (20, 17, 3, 0),
+    "device-ownership": (5, 5, 0, 0),
+    "runtime-proof": (6, 2, 4, 0),
+    "bundle-skew": (11, 8, 1, 2),
+    "cache": (3, 1, 2, 0),
+    "memory": (8, 8, 0, 0),
+    "collective": (13, 11, 2, 0),
+    "disk": (5, 4, 0, 1),
+    "hardware": (2, 1, 1, 0),
+    "other": (4, 4, 0, 0),
+}
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
 MAX_WRONG_RATE = 0.03
@@ -49,6 +70,7 @@ class Entry:
     layer: str
     note: str
     excerpt: str
+    file: str = field(default="", compare=False)  # the corpus file's name (set by load_corpus)
 
 
 class CorpusError(ValueError):
@@ -76,7 +98,7 @@ def load_corpus(path: Path = CORPUS_PATH) -> list[Entry]:
         values = {k: item[k] for k in _FIELDS}
         if not all(isinstance(v, str) and v.strip() for v in values.values()):
             raise CorpusError(f"{path}: entry {i} has an empty or non-text field")
-        entry = Entry(**values)
+        entry = Entry(**values, file=Path(path).name)
         if entry.id in seen:
             raise CorpusError(f"{path}: duplicate id {entry.id!r}")
         if entry.layer not in LAYERS:
@@ -160,20 +182,48 @@ def score(entries: Iterable[Entry], split: str) -> Score:
     return result
 
 
-def load_parts(tune: Path = CORPUS_PATH, held: Path = HELDBACK_PATH) -> dict[str, list[Entry] | None]:
+def _check_new_ids(path: Path, entries: list[Entry], seen: dict[str, Path]) -> None:
+    """Refuse an id of `entries` (read from `path`) that an earlier file already has."""
+    for e in entries:
+        if e.id in seen:
+            raise CorpusError(f"{path}: {e.id}: the id is also in {seen[e.id]} (ids are unique across files)")
+    seen.update((e.id, Path(path)) for e in entries)
+
+
+def _load_files(paths: Sequence[Path], seen: dict[str, Path]) -> list[Entry]:
+    entries: list[Entry] = []
+    for path in paths:
+        part = load_corpus(path)
+        _check_new_ids(path, part, seen)
+        entries += part
+    return entries
+
+
+def load_tune(paths: Sequence[Path] = TUNE_PATHS) -> list[Entry]:
+    """The tune part: every entry of every file of `paths`, in order; ids unique across the files."""
+    return _load_files(paths, {})
+
+
+def load_parts(tune: Sequence[Path] = TUNE_PATHS, held: Path = HELDBACK_PATH) -> dict[str, list[Entry] | None]:
     """{'tune': entries, 'held': entries, or None when the held-back file does not exist}.
 
-    An id may not appear in both files: an entry is either tuned on or held back.
+    An id may appear in one file only: an entry is either tuned on or held back.
     """
-    parts: dict[str, list[Entry] | None] = {"tune": load_corpus(tune), "held": None}
+    seen: dict[str, Path] = {}
+    parts: dict[str, list[Entry] | None] = {"tune": _load_files(tune, seen), "held": None}
     if Path(held).exists():
         held_entries = load_corpus(held)
-        tune_ids = {e.id for e in parts["tune"] or []}
-        shared = sorted(e.id for e in held_entries if e.id in tune_ids)
-        if shared:
-            raise CorpusError(f"{held}: {shared[0]}: the id is also in {tune} (an entry is in one part only)")
+        _check_new_ids(held, held_entries, seen)
         parts["held"] = held_entries
     return parts
+
+
+def by_file(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
+    """Entries grouped by the file they were read from, in first-seen order."""
+    out: dict[str, list[Entry]] = {}
+    for e in entries:
+        out.setdefault(e.file, []).append(e)
+    return out
 
 
 def score_parts(parts: dict[str, list[Entry] | None]) -> dict[str, Score | None]:
@@ -200,8 +250,22 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
+def _table(rows: Iterable[tuple[str, int, int, int, int, str]]) -> list[str]:
+    out = ["| Layer | Entries | Right | Unknown | Wrong | Accuracy |", "| --- | --- | --- | --- | --- | --- |"]
+    return out + [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} |" for r in rows]
+
+
+def _blind_1_rows() -> list[tuple[str, int, int, int, int, str]]:
+    rows = [(la, n, r, u, w, f"{r / n:.0%}") for la, (n, r, u, w) in BLIND_1_HELD_SCORE.items()]
+    n, r, u, w = (sum(v[i] for v in BLIND_1_HELD_SCORE.values()) for i in range(4))
+    return [*rows, ("all", n, r, u, w, f"{r / n:.1%}")]
+
+
 def corpus_markdown(
-    tune: list[Entry], held: list[Entry] | None, tune_path: Path = CORPUS_PATH, held_path: Path = HELDBACK_PATH
+    tune: list[Entry],
+    held: list[Entry] | None,
+    tune_paths: Sequence[Path] = TUNE_PATHS,
+    held_path: Path = HELDBACK_PATH,
 ) -> str:
     """The corpus section of docs/troubleshooting.md, with the current per-layer numbers.
 
@@ -209,39 +273,51 @@ def corpus_markdown(
     tune figures and says the held-back ones are filled in by the full run.
     """
     scored = {"tune": score(tune, "tune"), "held": score(held, "held") if held is not None else None}
-    sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in tune})
-    tune_file, held_file = _rel(tune_path), _rel(held_path)
+    files = by_file(tune)
+    corpus_entries = files.get(CORPUS_PATH.name, [])
+    sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in corpus_entries})
+    corpus_file, blind_file, held_file = _rel(CORPUS_PATH), _rel(BLIND_1_PATH), _rel(held_path)
+    blind = _blind_1_rows()[-1]
+    tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
     out = [
         "## Real-log corpus and accuracy",
         "",
-        "Two files of short excerpts of real failure logs, each copied from a public issue, pull request",
+        "Files of short excerpts of real failure logs, each copied from a public issue, pull request",
         "or discussion (its `source`), with the layer that owned the failure according to the thread's",
         "resolution (not the layer the message seems to name) and a note saying why.",
         "",
-        "**Split (by file).** The two parts were collected differently:",
+        "**Split (by file).** Each file was collected differently; ids are unique across all of them.",
         "",
-        f"- *Tune* (`{tune_file}`, {len(tune)} entries from {len(sources)} repositories: JAX, jaxlib/XLA,",
-        "  libtpu users, pytorch/xla, PyTorch distributed (gloo, NCCL, c10d), MaxText, Levanter/Marin, Ray,",
-        "  gcloud TPU VMs, paramiko/Fabric and OpenSSH): collected by the same hand that wrote the",
-        "  signatures, by searching public issue trackers for the messages operators paste. Signatures may",
-        "  be written from any of its entries, so its accuracy says how well the table fits what it has",
-        "  seen, not how well it generalises.",
-        f"- *Held back* (`{held_file}`): collected afterwards, in the same format, by someone who had",
-        "  not seen the signature table. It is never read entry by entry while tuning the table, only its",
-        "  totals; its accuracy is the number that says whether the table generalises. It may hold entries",
-        "  of layer `other` (a failure no layer owns), which count as right when the verdict is unknown.",
+        f"- *Tune* ({tune_files}): signatures may be written from any of its entries, so its accuracy",
+        "  says how well the table fits what it has seen, not how well it generalises.",
+        f"  - `{corpus_file}` ({len(corpus_entries)} entries from {len(sources)} repositories: JAX, jaxlib/XLA,",
+        "    libtpu users, pytorch/xla, PyTorch distributed (gloo, NCCL, c10d), MaxText, Levanter/Marin, Ray,",
+        "    gcloud TPU VMs, paramiko/Fabric and OpenSSH): collected by the same hand that wrote the",
+        "    signatures, by searching public issue trackers for the messages operators paste.",
+        f"  - `{blind_file}` ({len(files.get(BLIND_1_PATH.name, []))} entries): collected blind, by someone who had",
+        "    not seen the signature table. It was scored once as the held-back part, at"
+        f" {blind[2] / blind[1]:.1%} right and",
+        f"    {blind[4] / blind[1]:.1%} wrong (table below), then folded into tune: its misses were studied as",
+        "    classes of failure and the table extended for those classes.",
+        f"- *Held back* (`{held_file}`): a second set collected blind to the table, in the same format. It",
+        "  is never read entry by entry while tuning the table, only its totals; its accuracy is the number",
+        "  that says whether the table generalises.",
         "",
-        "Until this split, the held-back part was a hash-selected 40% of the tune file; as the same hand",
-        "had collected it, it was not blind, and it now belongs to the tune part. A signature is written",
-        "for the *class* of a failure as real logs phrase it across versions and tools (found in other",
-        "public threads with the same message), and tests/test_diagnose.py checks each new one against",
-        "other phrasings of its class and against near misses.",
+        "Blind sets may hold entries of layer `other` (a failure no layer owns), which count as right when",
+        "the verdict is unknown. A signature is written for the *class* of a failure as real logs phrase it",
+        "across versions and tools (found in other public threads with the same message), and",
+        "tests/test_diagnose.py checks each new one against other phrasings of its class and against near",
+        "misses.",
         "",
         '**Scoring.** *right*: the verdict names the entry\'s layer. *unknown*: the verdict is "unknown"',
         "with candidate layers (no confident signature matched). *wrong*: a confident other layer.",
         f"The bar (`bench/diagnose.py` exits non-zero below it): held-back accuracy >= {MIN_HELD_ACCURACY:.0%},",
         f"and wrong answers <= {MAX_WRONG_RATE:.0%} in each part. Without the held-back file the full run",
         "exits non-zero saying so (`--smoke` prints the tune figures and exits 0).",
+        "",
+        f"### `{blind_file}` when it was the held-back part ({blind[1]} entries, before tuning on it)",
+        "",
+        *_table(_blind_1_rows()),
         "",
     ]
     for name in SPLITS:
@@ -256,19 +332,19 @@ def corpus_markdown(
                 "",
             ]
             continue
-        out += [
-            f"### {title} ({part.total.entries} entries)",
-            "",
-            "| Layer | Entries | Right | Unknown | Wrong | Accuracy |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
-        out += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} |" for r in table_rows(part)]
-        out.append("")
+        out += [f"### {title} ({part.total.entries} entries)", "", *_table(table_rows(part)), ""]
+        if name == "tune":
+            for file, entries in files.items():
+                t = score(entries, "tune").total
+                out.append(
+                    f"- `{file}`: {t.right}/{t.entries} right ({t.accuracy:.1%}), {t.unknown} unknown, {t.wrong} wrong"
+                )
+            out.append("")
     out += [
         "**Adding an entry.** Copy a few log lines (never a whole thread) from a public failure report",
-        "whose resolution names the owning layer; add `id` (unique across both files,",
+        "whose resolution names the owning layer; add `id` (unique across all the files,",
         "`<repo>-<number>-<what>`), `source` (the thread's URL), `layer`, `note` (what the resolution said)",
-        f"and `excerpt` to `{tune_file}`. Run `.venv/bin/python bench/diagnose.py --misses`:",
+        f"and `excerpt` to `{corpus_file}`. Run `.venv/bin/python bench/diagnose.py --misses`:",
         "if it is missed, extend the table (orchestrator/diagnose_table.py) with a signature for its class of",
         "failure, citing its source; then regenerate this page with",
         "`.venv/bin/python bench/diagnose.py --write-doc`. Entries for the held-back file come from",

@@ -173,11 +173,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "transport",
         75,
         r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)"
-        r"|AuthenticationException: Authentication failed|paramiko\.transport Authentication \(\w+\) failed"
+        r"|AuthenticationException: Authentication failed|paramiko\.transport:? ?Authentication \(\w+\) failed"
         # the same refusal seen from the key's side, or after too many keys were offered
         r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
         r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
-        r"|PasswordRequiredException: Private key file is encrypted|SSHException: No existing session",
+        r"|PasswordRequiredException: [Pp]rivate key file is encrypted|SSHException: No existing session"
+        # the worker's sshd log names the refused user
+        r"|sshd\[\d+\]: (Invalid user \S+ +from|Failed publickey for (invalid user )?\S+ from)",
         "The worker refused the login, or the key could not be offered: check the fleet's ssh user and key "
         "for this worker (authorized_keys on the worker; key path, permissions, format and agent on this side).",
         "https://github.com/openai/tart/issues/1135",
@@ -209,7 +211,9 @@ SIGNATURES: tuple[Signature, ...] = (
         60,
         r"connect to host \S+ port \d+: Connection refused"
         r"|connection to \S+ refused \(sshd not running\?\)|dial tcp \S*:22: connect: connection refused"
-        r"|NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+",
+        r"|NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+"
+        # Fabric 1.x
+        r"|Low level socket error connecting to host \S+ on port \d+: Connection refused",
         "Nothing listens on the worker's SSH port: start sshd on the worker or fix the port in fleet.yaml.",
         "https://github.com/rastasheep/ubuntu-sshd/issues/26",
         "ssh: connect to host localhost port 22: Connection refused",
@@ -379,7 +383,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "jax-unknown-backend",
         "runtime-proof",
         70,
-        r"Unknown backend:? '?\w+'? requested, but no platforms that are instances of \w+ are present",
+        r"Unknown backend:? '?\w+'? requested, but no platforms( that are)?"
+        # JAX_PLATFORMS names a platform no installed plugin registers
+        r"|Backend '\w+' is not in the list of known backends",
         "JAX was asked for a platform it did not initialise (JAX_PLATFORMS or jax.devices('tpu') with no "
         "TPU backend): the earlier 'Unable to initialize backend' line says why; fix the runtime first.",
         "https://github.com/danijar/dreamerv3/issues/18",
@@ -392,7 +398,8 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
         r"(TPU initialization failed: |NOT_FOUND: )No \w+ device found",
         "libtpu found no TPU chip on this host: the lane intends tpu but the worker has none (check "
-        "/dev/accel*, /dev/vfio/*); fix the worker or move it to a cpu lane.",
+        "/dev/accel*, /dev/vfio/*); fix the worker or move it to a cpu lane. If the chips are there, the "
+        "installed libtpu may predate this TPU generation: deploy a bundle validated for it.",
         "https://github.com/jax-ml/jax/issues/18780",
         "XlaRuntimeError: NOT_FOUND: No ba16c7433 device found.",
     ),
@@ -441,9 +448,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "tpu-topology-env-unset",
         "runtime-proof",
         70,
-        r"could not determine TPU (accelerator type|worker hostnames)|Failed to find host bounds for accelerator type",
-        "libtpu could not learn the slice topology: set TPU_SKIP_MDS_QUERY=1, TPU_ACCELERATOR_TYPE, "
-        "TPU_WORKER_ID and TPU_WORKER_HOSTNAMES explicitly (the fleet's runtime policy does).",
+        r"could not determine TPU (accelerator type|worker hostnames)|Failed to find host bounds for accelerator type"
+        # torch_xla's legacy XRT runtime started with no device configuration in its environment
+        r"|Missing XLA [Cc]onfiguration",
+        "The runtime could not learn the device/slice configuration from its environment: set "
+        "TPU_SKIP_MDS_QUERY=1, TPU_ACCELERATOR_TYPE, TPU_WORKER_ID and TPU_WORKER_HOSTNAMES explicitly (the "
+        "fleet's runtime policy does); legacy torch_xla XRT needs XRT_TPU_CONFIG (or PJRT_DEVICE on PJRT).",
         "https://pypi.org/project/libtpu/",
         "Failed to find host bounds for accelerator type: WARNING: could not determine TPU accelerator "
         "type, please set env var `TPU_ACCELERATOR_TYPE` manually, otherwise libtpu.so may not properly "
@@ -632,9 +642,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "pjrt-api-version-mismatch",
         "bundle-skew",
         95,
-        r"Mismatched PJRT plugin PJRT API version",
-        "The PJRT plugin (libtpu or another backend) speaks another PJRT API version than the framework: "
-        "install the plugin validated with this jax/torch_xla; they move together as one bundle.",
+        r"Mismatched PJRT plugin PJRT API version"
+        # a Pallas/Mosaic kernel serialised by jax at an IR version the installed libtpu cannot read
+        r"|Failed to deserialize the Mosaic module: .*Unsupported version",
+        "The PJRT plugin (libtpu or another backend) speaks another API or IR version than the framework "
+        "(PJRT API, Mosaic kernels): install the plugin validated with this jax/torch_xla; they move "
+        "together as one bundle.",
         "https://github.com/pytorch/xla/issues/6949",
         "F0000 00:00:1713630999.125092  494916 pjrt_computation_client.cc:158] Non-OK-status: tpu_status "
         "status: INVALID_ARGUMENT: Mismatched PJRT plugin PJRT API version (0.47) and framework PJRT API "
@@ -707,7 +720,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "frontend-attribute-missing",
         "bundle-skew",
         65,
-        r"AttributeError(: |\(\"?)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no attribute",
+        r"AttributeError(: |\(\"?)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no attribute"
+        # the TPU backend failing on it (JAX also probes the GPU plugins at INFO level, harmlessly)
+        r"|Unable to initialize backend 'tpu': module '(jax|jaxlib|libtpu)\b[\w.]*' has no attribute",
         "A jax/torch_xla module lacks a name another installed package (or jax itself) expects: the "
         "versions do not belong together; install the set the bundle pins.",
         "https://github.com/blackjax-devs/blackjax/issues/787",
@@ -890,7 +905,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "memory",
         40,
         # gRPC's message-size limit says RESOURCE_EXHAUSTED too, about a message, not memory.
-        r"\bRESOURCE_EXHAUSTED\b(?!.*message larger than max)|Resource exhausted:",
+        r"\bRESOURCE_EXHAUSTED\b(?!.*message larger than max)|Resource exhausted:(?! ?\.{0,2}/(?!job:))",
         "A runtime resource ran out, most often device memory: read the rest of the message for which.",
         "https://github.com/pytorch/xla/issues/1735",
         "RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:",
@@ -1135,7 +1150,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective",
         55,
         r"NCCL error in: \S+, (unhandled system error|remote process exited or there was a network error)"
-        r"|\bnccl(System|Remote)Error\b",
+        r"|\bnccl(System|Remote)Error\b"
+        # the same loss as NCCL's own socket layer and nccl-tests print it, across NCCL versions
+        r"|NCCL WARN (Net|socketProgress) ?: (Connection closed by remote peer|Call to recv from \S+ failed)"
+        r"|NCCL failure \S+ '(unhandled system error|remote process exited)",
         "NCCL lost or could not open a connection between ranks: set NCCL_SOCKET_IFNAME to the interface "
         "the workers share, check the other ranks are up (the first to fail has the cause), and relaunch.",
         "https://github.com/vllm-project/vllm/issues/10523",
@@ -1180,7 +1198,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "disk-full",
         "disk",
         85,
-        r"[Nn]o space left on device|\bENOSPC\b",
+        r"[Nn]o space left on device|\bENOSPC\b"
+        # TensorFlow/TSL file writes map ENOSPC to RESOURCE_EXHAUSTED naming the file being written
+        r"|Resource exha\w*: ?(?!/job:)\.{0,2}/[\w.-]+/\S+|ResourceExhaustedError: \S+\.tempstate\d+",
         "A filesystem is full: the message names the path; free space there (old checkpoints, caches, "
         "docker images, /dev/shm) or move it to a larger disk.",
         "https://github.com/hpcaitech/Open-Sora/issues/663",
@@ -1234,7 +1254,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "accelerator-memory-hardware-fault",
         "hardware",
         85,
-        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|GPU has fallen off the bus",
+        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|\bfallen off the bus\b",
         "The accelerator reports a hardware fault (uncorrectable memory error, device lost): take that "
         "worker out of the fleet and relaunch elsewhere; no software change fixes it.",
         "https://github.com/vllm-project/vllm/issues/5222",
@@ -1277,7 +1297,7 @@ SIGNATURES: tuple[Signature, ...] = (
         5,
         r"^\s*([A-Za-z_][\w.]*\.)?[A-Z]\w*(Error|Exception): ",
         "A Python exception ended the run: read its message and the frames above it.",
-        "https://github.com/pytorch/xla/issues/2035",
-        "RuntimeError: tensorflow/compiler/xla/xla_client/computation_client.cc:234 : Missing XLA configuration",
+        "https://github.com/boathit/t2vec/issues/17",
+        "RuntimeError: index 18864 is out of bounds for dimension 1 with size 18864",
     ),
 )

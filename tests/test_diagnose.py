@@ -14,6 +14,8 @@ from click.testing import CliRunner
 from orchestrator import diagnose as diag
 from orchestrator.cli import main
 from orchestrator.diagnose_corpus import (
+    BLIND_1_PATH,
+    CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
     MIN_HELD_ACCURACY,
@@ -22,6 +24,7 @@ from orchestrator.diagnose_corpus import (
     corpus_markdown,
     load_corpus,
     load_parts,
+    load_tune,
     score,
 )
 from orchestrator.diagnose_run import diagnose_run
@@ -67,7 +70,7 @@ def test_every_layer_has_at_least_two_real_excerpts_in_the_fixtures_or_the_corpu
     per_layer = {layer: 0 for layer in diag.LAYERS}
     for path in EXCERPTS:
         per_layer[read_excerpt(path)[0]["layer"]] += 1
-    for entry in load_corpus():
+    for entry in load_tune():
         per_layer[entry.layer] += 1
     assert all(count >= 2 for count in per_layer.values()), per_layer
 
@@ -385,6 +388,69 @@ CLASS_VARIANTS = [
     # full disks as Go (docker) and Node print them
     ("disk-full", "write /var/lib/docker/tmp/GetImageBlob1234: no space left on device"),
     ("disk-full", "Error: ENOSPC: no space left on device, write"),
+    # TensorFlow/TSL name the file a full disk refused as "Resource exhausted" (tensorflow#6046, #4350)
+    (
+        "disk-full",
+        "W tensorflow/core/framework/op_kernel.cc:975] Resource exhausted:/home/code/2016_11_28.emb-354830"
+        ".data-00000-of-00001",
+    ),
+    ("disk-full", "ResourceExhaustedError: ./model/model-49.tempstate5787507096018461664"),
+    # paramiko's logger as the logging module formats it; an encrypted key in either case; sshd's side
+    ("ssh-permission-denied", "paramiko.transport:Authentication (publickey) failed."),
+    ("ssh-permission-denied", "paramiko.ssh_exception.PasswordRequiredException: Private key file is encrypted"),
+    ("ssh-permission-denied", "Nov 3 10:01:02 worker-1 sshd[2211]: Invalid user ubuntu from 10.0.0.2 port 51234"),
+    ("ssh-permission-denied", "sshd[913]: Failed publickey for invalid user admin from 10.0.0.9 port 40112 ssh2"),
+    # Fabric 1.x, on any port
+    (
+        "ssh-connection-refused",
+        "Fatal error: Low level socket error connecting to host 10.0.0.7 on port 22: Connection refused",
+    ),
+    # JAX_PLATFORMS naming a platform no plugin registers, on any platform (ROCm/TheRock#3627)
+    (
+        "jax-unknown-backend",
+        "RuntimeError: Unable to initialize backend 'cuda': Backend 'cuda' is not in the list of known "
+        "backends: ['cpu'].",
+    ),
+    # a module of the frontend/runtime lacking a name, inside the backend-init wrapper
+    (
+        "frontend-attribute-missing",
+        "RuntimeError: Unable to initialize backend 'tpu': module 'jax._src.xla_bridge' has no attribute 'x'",
+    ),
+    # torch_xla XRT without its configuration, as several versions print it (pytorch/xla#2870, #4211)
+    (
+        "tpu-topology-env-unset",
+        "RuntimeError: tensorflow/compiler/xla/xla_client/computation_client.cc:296 : Missing XLA configuration",
+    ),
+    (
+        "tpu-topology-env-unset",
+        "RuntimeError:tensorflow/compiler/xla/xla_client/computation_client.cc:280: Missing XLA Configuration",
+    ),
+    # NCCL's socket layer across versions, and nccl-tests' summary line (NVIDIA/nccl#795, #1232; nccl-tests#166)
+    (
+        "nccl-system-error",
+        "a100:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer a100-22<47861>",
+    ),
+    (
+        "nccl-system-error",
+        "gpu004:2200689:2200706 [3] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+        "peer gpu004<55693>",
+    ),
+    (
+        "nccl-system-error",
+        "a100:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.84.247<58355> "
+        "failed : Broken pipe",
+    ),
+    (
+        "nccl-system-error",
+        "gpu1: Test NCCL failure common.cu:958 'remote process exited or there was a network error'",
+    ),
+    # a Pallas/Mosaic kernel newer than the installed libtpu reads, whatever the versions
+    (
+        "pjrt-api-version-mismatch",
+        "Failed to deserialize the Mosaic module: Unsupported version: expected <= 3 but got 4",
+    ),
+    # the NVIDIA driver's own wording of Xid 79
+    ("accelerator-memory-hardware-fault", "NVRM: fallen off the bus and is not responding to commands."),
 ]
 
 
@@ -424,6 +490,30 @@ NOT_THE_CLASS = [
         None,
     ),
     ("XlaRuntimeError: RESOURCE_EXHAUSTED: Received message larger than max (8388608 vs. 4194304)", None),
+    # "Resource exhausted" before a TensorFlow device name is memory, before a file path it is the disk
+    ("RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:", "resource-exhausted"),
+    ("Resource exhausted: /job:worker/replica:0/task:1/device:TPU:0 ran out", "resource-exhausted"),
+    ("Resource exhausted: OOM when allocating tensor with shape[8,1024]", "resource-exhausted-allocate"),
+    # an attribute missing from a module that is not a frontend or the runtime says nothing about the bundle
+    (
+        "RuntimeError: Unable to initialize backend 'tpu': module 'numpy' has no attribute 'float'",
+        "jax-tpu-backend-init-failed",
+    ),
+    # JAX probing a GPU plugin it does not have, at INFO level on a TPU host (jax#22070): not the bundle
+    (
+        "INFO:2024-06-25 00:34:55,109:jax._src.xla_bridge:889: Unable to initialize backend 'rocm': module "
+        "'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",
+        None,
+    ),
+    # a peer's connection closed in gloo or ssh is not NCCL's
+    ("Connection closed by remote peer", None),
+    # "No <chip> device found" stays runtime-proof: the same line follows a libtpu older than the chip
+    # (maxdiffusion#471) and a host with no chip at all (jax#13260); its remedy names both
+    (
+        "RuntimeError: Unable to initialize backend 'tpu': UNKNOWN: TPU initialization failed: No ba16c7433 "
+        "device found.",
+        "tpu-device-not-found",
+    ),
 ]
 
 
@@ -584,7 +674,7 @@ def test_cli_tolerates_undecodable_bytes(tmp_path):
 # ------------------------------------------------------------- real-log corpus
 
 
-def test_the_tune_corpus_has_at_least_150_sourced_entries_of_real_layers():
+def test_the_hand_collected_corpus_has_at_least_150_sourced_entries_of_real_layers():
     entries = load_corpus()
     assert len(entries) >= 150
     for e in entries:
@@ -610,16 +700,31 @@ def write_held(path: Path, *entries: tuple[str, str, str]) -> Path:
 
 def test_the_split_is_by_file_and_a_missing_held_back_file_is_none(tmp_path):
     parts = load_parts(held=tmp_path / "heldback.yaml")
-    assert parts["held"] is None and parts["tune"] == load_corpus()
+    assert parts["held"] is None and parts["tune"] == load_tune()
     held = write_held(tmp_path / "h.yaml", ("h-1", "disk", "OSError: [Errno 28] No space left on device"))
     parts = load_parts(held=held)
-    assert [e.id for e in parts["held"] or []] == ["h-1"] and parts["tune"] == load_corpus()
+    assert [e.id for e in parts["held"] or []] == ["h-1"] and parts["tune"] == load_tune()
 
 
 def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
     held = write_held(tmp_path / "h.yaml", ("h-1", "other", "RuntimeError: loss is nan"))
     held.write_text(held.read_text().removeprefix("entries:\n"))
     assert [(e.id, e.layer) for e in load_parts(held=held)["held"] or []] == [("h-1", "other")]
+
+
+def test_the_tune_part_is_the_hand_collected_file_then_the_first_blind_set():
+    tune = load_tune()
+    files = [e.file for e in tune]
+    assert files == sorted(files, key=[CORPUS_PATH.name, BLIND_1_PATH.name].index)
+    assert files.count(BLIND_1_PATH.name) == 77 and tune[: files.count(CORPUS_PATH.name)] == load_corpus()
+    assert len({e.id for e in tune}) == len(tune)
+
+
+def test_an_id_in_two_tune_files_is_refused_naming_both(tmp_path):
+    same = load_corpus(BLIND_1_PATH)[0].id
+    extra = write_held(tmp_path / "extra.yaml", (same, "disk", "OSError: [Errno 28] No space left on device"))
+    with pytest.raises(CorpusError, match=rf"extra\.yaml: {same}: the id is also in .*blind-1\.yaml"):
+        load_tune([CORPUS_PATH, BLIND_1_PATH, extra])
 
 
 def test_an_id_in_both_files_is_refused_naming_the_file(tmp_path):
@@ -662,9 +767,11 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 
 
 def test_tune_accuracy_does_not_regress():
-    tune = score(load_corpus(), "tune")
+    tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.97 and tune.total.wrong <= 1, tune.total
+    assert tune.total.accuracy >= 0.96 and tune.total.wrong <= 2, tune.total
+    blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
+    assert blind.total.accuracy >= 0.93 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -686,6 +793,8 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
     doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
     assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
+    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml"}
+    assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
@@ -702,13 +811,15 @@ def test_the_bench_with_a_held_back_file_prints_both_tables_and_applies_the_bar(
 
 
 def test_the_doc_without_the_held_back_file_shows_tune_figures_and_defers_the_held_ones():
-    text = corpus_markdown(load_corpus(), None)
+    text = corpus_markdown(load_tune(), None)
     assert "### Tune part (" in text and "### Held-back part (" not in text
     flat = " ".join(text.split())
     assert "the held-back figures are filled in by the full run" in flat
     assert "collected by the same hand that wrote the signatures" in flat
     assert "by someone who had not seen the signature table" in flat
     assert "never read entry by entry while tuning the table, only its totals" in flat
+    assert "scored once as the held-back part, at 79.2% right and 3.9% wrong" in flat
+    assert "- `corpus.yaml`: " in text and "- `blind-1.yaml`: " in text  # the tune figures per file
 
 
 # ------------------------------------------------------ unknown with candidates
