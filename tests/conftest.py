@@ -68,6 +68,14 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A session ended by SIGTERM (a CI time limit, `timeout`) stops as it does on Ctrl-C: pytest then
+    # runs the session's teardown, so its sandboxes' sshd workers do not outlive it.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 TEST_DIR_PREFIX = "/var/tmp/orch-test-"
