@@ -17,7 +17,8 @@ from hostside.layout import Layout
 
 def activate(req: dict[str, Any]) -> dict[str, Any]:
     """Point the lane at the bundle atomically (symlink swap), record a receipt,
-    release the lock; only while the lock is still ours."""
+    release the lock (kept with `keep_lock`: the deploy releases it once every
+    worker has switched); only while the lock is still ours."""
     layout = Layout(req["root"])
     with _lane_mutex(layout, req["lane"]):
         _require_lock(layout, req, "activating")
@@ -45,7 +46,8 @@ def _activate(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         "controller": req.get("holder", {}).get("controller"),
     }
     _append(layout.deploy_receipts(lane), receipt)
-    _release(layout, req)
+    if not req.get("keep_lock"):  # a deploy switching every worker keeps it until all have switched
+        _release(layout, req)
     return {"active": bundle_id, "previous": previous, "receipt": receipt}
 
 

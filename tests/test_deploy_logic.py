@@ -65,6 +65,7 @@ def begins(missing: list[CachedWheel], free: int = 2**40) -> dict:
 def installs_and_activates(fake, host: str) -> None:
     fake.expect_job(host, "deploy", ["install"], answer={"ok": True, "elapsed": 1.0})
     fake.expect_job(host, "deploy", ["activate"], answer={"ok": True, "previous": "old"})
+    fake.expect_job(host, "deploy", ["unlock"])  # kept until every worker has switched
 
 
 def test_a_worker_gets_pushed_only_the_wheels_its_reply_says_it_lacks(tmp_path, scripted_transport):
@@ -148,22 +149,46 @@ def test_a_lane_another_deploy_holds_on_a_later_worker_releases_every_lock_taken
     assert "ana@elsewhere pid 7" in report.outcomes["w0"].reason
 
 
-def test_a_worker_that_fails_to_install_keeps_its_bundle_and_its_lock_is_released(tmp_path, scripted_transport):
+def test_a_worker_that_fails_to_install_keeps_every_worker_on_its_previous_bundle(tmp_path, scripted_transport):
     plan = make_plan(tmp_path, 2, ["jax"])
     fake = scripted_transport(plan.workers)
     fake.expect_job("w0", "deploy", ["begin"], answer=begins([]))
     fake.expect_job("w0", "deploy", ["install"], answer={"ok": False, "error": "uv: no solution for jax==9"})
     fake.expect_job("w0", "deploy", ["unlock"])
     fake.expect_job("w1", "deploy", ["begin"], answer=begins([]))
-    installs_and_activates(fake, "w1")
+    fake.expect_job("w1", "deploy", ["install"], answer={"ok": True, "elapsed": 1.0})
+    fake.expect_job("w1", "deploy", ["unlock"])  # built, never switched
 
     report = deploy.execute(plan, fake)
 
     assert (report.outcomes["w0"].status, report.outcomes["w0"].reason) == ("failed", "uv: no solution for jax==9")
-    assert report.outcomes["w1"].status == "installed"
+    assert report.outcomes["w1"].status == "failed"
+    assert report.outcomes["w1"].reason.startswith("not switched: w0 failed (uv: no solution for jax==9)")
+    assert "activate" not in [c.argv[-1] for c in fake.calls_to("w1")]
     # the unlock carries this deploy's own token (the one begin sent)
     begin, *_, unlock = fake.calls_to("w0")
     assert unlock.request["holder"]["token"] == begin.request["holder"]["token"]
+
+
+def test_a_worker_that_fails_to_switch_switches_the_others_back(tmp_path, scripted_transport):
+    plan = make_plan(tmp_path, 2, ["jax"])
+    fake = scripted_transport(plan.workers)
+    fake.expect_job("w0", "deploy", ["begin"], answer=begins([]))
+    fake.expect_job("w0", "deploy", ["install"], answer={"ok": True, "elapsed": 1.0})
+    fake.expect_job("w0", "deploy", ["activate"], answer={"ok": True, "previous": "old"})
+    fake.expect_job("w0", "deploy", ["rollback"], answer={"ok": True, "active": "old"})
+    fake.expect_job("w1", "deploy", ["begin"], answer=begins([]))
+    fake.expect_job("w1", "deploy", ["install"], answer={"ok": True, "elapsed": 1.0})
+    fake.expect_job("w1", "deploy", ["activate"], answer={"ok": False, "error": "No space left on device"})
+    fake.expect_job("w1", "deploy", ["unlock"])
+
+    report = deploy.execute(plan, fake)
+
+    assert not report.ok
+    assert report.outcomes["w1"].reason == "No space left on device"
+    assert report.outcomes["w0"].reason == "switched back to old: w1 failed to switch"
+    [activate] = [c for c in fake.calls_to("w0") if c.argv[-1] == "activate"]
+    assert activate.request["keep_lock"] is True
 
 
 def test_an_unchanged_worker_is_left_alone_and_its_lock_released(tmp_path, scripted_transport):

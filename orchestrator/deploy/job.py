@@ -157,7 +157,19 @@ class _Deploy:
         need = {n: m for n, m in self.needs.items() if self.outcomes[n].status == "pending"}
         if any(need.values()):
             self.transfer(need)
-        self.each("install", self.install_and_activate, self.alive())
+        # Two phases, so the lane switches on every worker or on none: every worker builds its
+        # environment first; only when all of them have one does any worker switch to it.
+        self.each("install", self.install, self.alive())
+        ready = self.alive()
+        failed = [n for n, o in self.outcomes.items() if o.status == "failed"]
+        if failed:
+            self.hold_back(ready, failed[0])
+            return
+        self.each("activate", self.activate, ready)
+        switched = [w for w in ready if self.outcomes[w.name].status == "installed"]
+        failed = [n for n, o in self.outcomes.items() if o.status == "failed"]
+        if failed and switched:
+            self.each("activate", self.undo, switched)
 
     def begin(self, w: WorkerRef) -> None:
         self.say(w.name, "checking")
@@ -301,7 +313,8 @@ class _Deploy:
         if doc["bad"]:
             raise _Failed("; ".join(f"{b['filename']}: {b['reason']}" for b in doc["bad"]))
 
-    def install_and_activate(self, w: WorkerRef) -> None:
+    def install(self, w: WorkerRef) -> None:
+        """Build the bundle's environment on the worker; the lane's active bundle stays as it is."""
         self.check_lock(w)
         self.say(w.name, "installing")
         doc = self.call(
@@ -317,12 +330,41 @@ class _Deploy:
             timeout=1800,
         )
         self.outcomes[w.name].phases["env_build"] = doc.get("elapsed")
+        self.say(w.name, "built, waiting for every worker")
+
+    def hold_back(self, ready: list[WorkerRef], first: str) -> None:
+        """Some worker could not build the environment: no worker switches."""
+        for w in ready:
+            self.fail(
+                w.name,
+                f"not switched: {first} failed ({self.outcomes[first].reason}), so the lane keeps its "
+                "previous bundle on every worker (this worker's environment is built and kept: the next "
+                "deploy reuses it)",
+            )
+
+    def activate(self, w: WorkerRef) -> None:
+        """Switch the worker's lane to the bundle, keeping the lock until every worker has switched."""
+        self.check_lock(w)
         self.say(w.name, "activating")
-        doc = self.call(w, "activate", {"lock_digest": self.plan.lock_digest}, timeout=60)
-        self.locked.discard(w.name)
+        doc = self.call(w, "activate", {"lock_digest": self.plan.lock_digest, "keep_lock": True}, timeout=60)
         o = self.outcomes[w.name]
         o.status, o.previous = "installed", doc.get("previous")
         self.say(w.name, "installed")
+
+    def undo(self, w: WorkerRef) -> None:
+        """Another worker failed to switch: switch this one back to its previous bundle."""
+        first = next(n for n, o in self.outcomes.items() if o.status == "failed")
+        o = self.outcomes[w.name]
+        try:
+            self.call(w, "rollback", timeout=60)
+        except _Failed as exc:
+            o.status = "failed"
+            o.reason = f"switched, and could not be switched back after {first} failed to switch: {exc}"
+        else:
+            o.status = "failed"
+            o.reason = f"switched back to {o.previous or 'its previous bundle'}: {first} failed to switch"
+        self.locked.discard(w.name)  # rollback released it
+        self.say(w.name, f"failed: {o.reason}")
 
     def check_lock(self, w: WorkerRef) -> None:
         """Stop early on a worker whose lock a heartbeat found taken (the worker
