@@ -317,6 +317,9 @@ class _Deploy:
             timeout=1800,
         )
         self.outcomes[w.name].phases["env_build"] = doc.get("elapsed")
+        if doc.get("rebuilt"):
+            self.outcomes[w.name].rebuilt = str(doc["rebuilt"])
+            self.say(w.name, f"rebuilt an incomplete environment ({doc['rebuilt']})")
         self.say(w.name, "activating")
         doc = self.call(w, "activate", {"lock_digest": self.plan.lock_digest}, timeout=60)
         self.locked.discard(w.name)
