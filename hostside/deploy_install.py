@@ -1,6 +1,7 @@
 """Installing a bundle's environment on a worker: offline from the store with uv,
 hashes required, versions verified, then marked complete and renamed into
-place; a failed install leaves no partial environment.
+place; a failed install leaves no partial environment. An environment found
+incomplete (hostside.deploy_store.env_problem) is rebuilt, and the reply says why.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 from hostside import SCHEMA_VERSION
 from hostside.deploy_interpreter import unpack as unpack_interpreter
-from hostside.deploy_lock import _cleanups, _lane_mutex, _require_lock, run_child
-from hostside.deploy_store import COMPLETE, MANIFEST, DeployFailure, _complete, _drop_corrupt
+from hostside.deploy_lock import _cleanups, _lane_mutex, _require_lock, committing, run_child
+from hostside.deploy_store import COMPLETE, MANIFEST, DeployFailure, _complete, _drop_corrupt, env_problem
 from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
 
@@ -61,8 +62,11 @@ def install(req: dict[str, Any]) -> dict[str, Any]:
     env = layout.env(bundle_id)
     with _lane_mutex(layout, req["lane"]):
         _require_lock(layout, req, "installing")
-    if _complete(layout, bundle_id):
+    problem = env_problem(env, bundle_id)
+    if problem is None:
         return {"installed": False, "env": env, "elapsed": 0.0}
+    # An environment there but incomplete (an install cut short, files lost since) is rebuilt, and said so.
+    rebuilt = None if problem == "not installed" else problem
     start = time.monotonic()
     # uv may take a wheel from its own cache without reading the store file, so
     # the store is checked here: a corrupt file must not survive to be relayed.
@@ -89,12 +93,13 @@ def install(req: dict[str, Any]) -> dict[str, Any]:
         _build(layout, req, build, links)
         with _lane_mutex(layout, req["lane"]):
             _require_lock(layout, req, "putting the environment in place")
-            if _complete(layout, bundle_id):
-                pass  # built meanwhile under an earlier lock of ours: keep it
-            else:
-                if os.path.lexists(env):
-                    shutil.rmtree(env)  # left half built by an older orch; the lock is ours
-                os.rename(build, env)
+            with committing():
+                if _complete(layout, bundle_id):
+                    pass  # built meanwhile under an earlier lock of ours: keep it
+                else:
+                    if os.path.lexists(env):
+                        _remove(env, envs, token)  # incomplete (see `rebuilt`); the lock is ours
+                    os.rename(build, env)
     except BaseException as exc:
         if isinstance(exc, OSError) and exc.errno == 28:
             clean()
@@ -105,7 +110,14 @@ def install(req: dict[str, Any]) -> dict[str, Any]:
     finally:
         clean()
         _cleanups.remove(clean)
-    return {"installed": True, "env": env, "elapsed": round(time.monotonic() - start, 3)}
+    return {"installed": True, "env": env, "rebuilt": rebuilt, "elapsed": round(time.monotonic() - start, 3)}
+
+
+def _remove(env: str, envs: str, token: str) -> None:
+    """Take an incomplete environment out of `envs/<id>` at once (a rename), then delete it."""
+    doomed = os.path.join(envs, f".{os.path.basename(env)}.incomplete-{token}")
+    os.rename(env, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _build(layout: Layout, req: dict[str, Any], build: str, links: str) -> None:

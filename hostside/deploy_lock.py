@@ -22,7 +22,7 @@ from typing import Any
 
 from hostside import lease
 from hostside.deploy_interpreter import system_problem
-from hostside.deploy_store import DeployFailure, _complete, _env_id, _stored
+from hostside.deploy_store import DeployFailure, _env_id, _stored, env_problem
 from hostside.layout import Layout
 
 # The deploy lock is a heartbeat lease (hostside.lease) with these field names on disk.
@@ -124,9 +124,11 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         return {"state": "locked", "holder": _holder(_read_lock(lock_path)), "heartbeat_age": 0.0}
     if req.get("lock_only"):
         return {"state": "locked-by-us", "active": active, "recovered_lock": recovered}
-    if active == bundle_id and _complete(layout, bundle_id):
+    # `unchanged` only for an environment found intact now, not for a marker or a link alone.
+    problem = env_problem(layout.env(bundle_id), bundle_id)
+    if active == bundle_id and problem is None:
         return {"state": "unchanged", "active": active, "recovered_lock": recovered}
-    if req.get("python") and not req.get("interpreter") and not _complete(layout, bundle_id):
+    if req.get("python") and not req.get("interpreter") and problem is not None:
         problem = system_problem(str(req["python"]))
         if problem:
             _release(layout, req)
@@ -139,7 +141,9 @@ def _begin(layout: Layout, req: dict[str, Any]) -> dict[str, Any]:
         "active": active,
         "missing": missing,
         "recovered_lock": recovered,
-        "env_complete": _complete(layout, bundle_id),
+        "env_complete": problem is None,
+        # an environment there but incomplete (an install cut short, files lost): install rebuilds it
+        "env_problem": problem if problem not in (None, "not installed") else None,
         "disk_free_bytes": shutil.disk_usage(req["root"]).free,
     }
 
@@ -210,6 +214,29 @@ WATCH_EVERY = 1.0
 _children: set[subprocess.Popen[str]] = set()
 _cleanups: list[Callable[[], None]] = []
 _abandoning = threading.Event()
+_commit = threading.Lock()  # held while a finished result is moved into place; `abandon` waits for it
+
+
+@contextlib.contextmanager
+def committing() -> Iterator[None]:
+    """Move a finished result into place (a rename) without `abandon` running beside it.
+
+    `abandon` runs on the lease watcher's thread while the action's own thread
+    goes on; its cleanups remove the action's build directory. Were that
+    removal under way while the action renamed the directory into place, it
+    would go on deleting files inside the renamed directory (it works through
+    open directory descriptors), leaving a marked-complete environment without
+    some of its files. Here the two exclude each other: once abandoning, no
+    commit starts (this thread waits for the process to end); a commit under
+    way finishes before the cleanups run."""
+    _commit.acquire()
+    if _abandoning.is_set():
+        _commit.release()
+        threading.Event().wait()  # `abandon` is ending this process
+    try:
+        yield
+    finally:
+        _commit.release()
 
 
 def run_child(argv: list[str], env: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -248,10 +275,11 @@ def abandon(layout: Layout, req: dict[str, Any], action: str, why: str) -> None:
     for proc in list(_children):
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-    for cleanup in reversed(_cleanups):
-        with contextlib.suppress(Exception):
-            cleanup()
-    os._exit(3)
+    with _commit:  # never beside a rename into place (see `committing`)
+        for cleanup in reversed(list(_cleanups)):
+            with contextlib.suppress(Exception):
+                cleanup()
+        os._exit(3)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from hostside import frontends
+from hostside.deploy_store import COMPLETE, files_problem
 from hostside.layout import Layout
 from hostside.pins import normalize
 from hostside.probe_check import Check
@@ -149,6 +150,17 @@ def check_bundle(req: dict[str, Any], state: dict[str, Any]) -> Check:
         if manifest.get("bundle_id") and manifest["bundle_id"] != bundle_id:
             c.mark("warn", f"manifest names bundle id {manifest['bundle_id']}, the active link {bundle_id}")
     dists = manifest.get("distributions") if isinstance(manifest, dict) else None
+    if manifest is not None:  # a deployed environment: its install finished, nothing lost since
+        if not os.path.exists(os.path.join(env, COMPLETE)):
+            c.mark(
+                "fail",
+                f"bundle {bundle_id}'s install did not finish (no {COMPLETE}); redeploy the lane",
+                layer="bundle-skew",
+            )
+        for name in sorted(dists) if isinstance(dists, dict) else ():
+            problem = files_problem(env, name)
+            if problem:
+                c.mark("fail", f"bundle {bundle_id} is incomplete: {problem}; redeploy the lane", layer="bundle-skew")
     for problem in compare_distributions(
         installed, dists if isinstance(dists, dict) else None, (req.get("bundle") or {}).get("pins")
     ):

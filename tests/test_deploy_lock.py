@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_env import complete_env
 from fakes import worker
 from waiting import wait_for
 
@@ -60,9 +61,7 @@ def read(root: Path) -> dict:
 
 
 def make_env(root: Path, bundle_id: str) -> None:
-    env = root / "envs" / bundle_id
-    env.mkdir(parents=True, exist_ok=True)
-    (env / hd.COMPLETE).write_text("")
+    complete_env(root, bundle_id)
 
 
 def active(root: Path) -> str:

@@ -35,6 +35,7 @@ SMALL_BUNDLES = {
     "small-a": {"python": "3.11", "pins": ["opt_einsum==3.4.0"]},
     "small-b": {"python": "3.11", "pins": ["ml_dtypes==0.5.4"]},  # + numpy
     "small-c": {"python": "3.11", "pins": ["ml_dtypes==0.5.4", "six==1.17.0"]},  # shares numpy with small-b
+    "small-six": {"python": "3.11", "pins": ["six==1.17.0"]},  # one wheel
 }
 
 

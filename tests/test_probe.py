@@ -229,10 +229,12 @@ def make_env(root: Path, bundle_id: str, dists: dict[str, str], lane: str = "cpu
         info = site / f"{name.replace('-', '_')}-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nbody\n")
+        (info / "RECORD").write_text(f"{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
     (env / "bin").mkdir(parents=True)
     (env / "bin" / "python").symlink_to(sys.executable)
     if manifest is not None:
         (env / "orch-bundle.json").write_text(json.dumps(manifest))
+        (env / ".orch-complete").write_text("")
     (root / "lanes" / lane).mkdir(parents=True, exist_ok=True)
     (root / "lanes" / lane / "active").symlink_to(f"../../envs/{bundle_id}")
     return env

@@ -78,11 +78,11 @@ def render(report: DeployReport, verbose: bool = False) -> list[str]:
     from orchestrator.cli.render import Row, summarize, summary_lines
 
     outcomes = report.outcomes.values()
-    recovered = [o for o in outcomes if o.recovered_lock]
+    recovered = [o for o in outcomes if o.recovered_lock or o.rebuilt]
     if summarize(len(report.outcomes), verbose):
         rows = [Row(o.worker, o.status, o.status == "failed", o.reason or "", o.elapsed or None) for o in outcomes]
         lines = summary_lines(rows, states=("installed", "unchanged", "failed"))
-        if recovered:  # rare and worth a line each: someone's deploy died holding the lock
+        if recovered:  # rare and worth a line each: a deploy died holding the lock or left an env incomplete
             lines[-1:-1] = ["  " + _line(o) for o in recovered]
         return lines
     return [_line(o) for o in outcomes]
@@ -96,6 +96,8 @@ def _line(o: WorkerOutcome) -> str:
         h = o.recovered_lock
         holder = f"{h.get('user', '?')}@{h.get('controller', '?')} pid {h.get('pid', '?')}"
         line += f" (recovered a stale deploy lock of {holder})"
+    if o.rebuilt:
+        line += f" (rebuilt: the environment there was incomplete: {o.rebuilt})"
     return line
 
 

@@ -330,6 +330,9 @@ class _Deploy:
             timeout=1800,
         )
         self.outcomes[w.name].phases["env_build"] = doc.get("elapsed")
+        if doc.get("rebuilt"):
+            self.outcomes[w.name].rebuilt = str(doc["rebuilt"])
+            self.say(w.name, f"rebuilt an incomplete environment ({doc['rebuilt']})")
         self.say(w.name, "built, waiting for every worker")
 
     def hold_back(self, ready: list[WorkerRef], first: str) -> None:

@@ -86,6 +86,7 @@ class WorkerOutcome:
     bytes_from_controller: int = 0
     bytes_from_peer: int = 0
     recovered_lock: dict[str, Any] | None = None
+    rebuilt: str | None = None  # why an incomplete environment there was removed and built again
     previous: str | None = None
     elapsed: float = 0.0
     phases: dict[str, Any] = field(default_factory=dict)
