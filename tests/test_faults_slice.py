@@ -271,9 +271,9 @@ def test_sshd_killed_mid_install_names_the_lost_connection_and_the_helper_left_b
     finally:
         restart_dead_workers(small)
     b = small_id(small, "small-b")
-    assert small.active() == {"slice-w0": b, "slice-w1": a, "slice-w2": b}  # the failed worker kept its bundle
+    assert small.active() == {w: a for w in small.h.workers}  # the lane switched nowhere
     doc = small.deploy("small-b")
-    assert doc["workers"]["slice-w1"]["status"] == "installed"
+    assert {o["status"] for o in doc["workers"].values()} == {"installed"}
     assert check_lane(small) == b and leftovers(small) == {}
 
 
@@ -337,7 +337,7 @@ def test_a_full_disk_while_shipping_hostside_or_uploading_a_wheel_is_a_disk_fail
         assert re.match(r"disk: no room to upload \S+ to /var/lib/orch/store/sha256/.incoming: ", w2.reason), w2.reason
         assert re.search(r"\d+ KiB free, [\d.]+ \w+ needed", w2.reason), w2.reason
         assert temporary_files() == "" and leftovers(small) == {} and orch_processes(small) == {}
-        assert small.active()["slice-w2"] == small_id(small, "small-a")
+        assert check_lane(small) == small_id(small, "small-a")  # the lane switched nowhere
         small.h.ssh(2, "rm", "-f", "/var/lib/orch/filler", check=True)
         doc = small.deploy("small-b", check=False)
         assert doc["workers"]["slice-w2"]["status"] == "installed", {w: o["reason"] for w, o in doc["workers"].items()}

@@ -12,9 +12,12 @@ wheels and the bundle id. `execute` carries it out per worker, in parallel:
 3. install: an offline environment per bundle id (uv, hashes required),
    verified against the lock, made from the bundle's own interpreter
    (unpacked once per worker) or else the worker's system Python.
-4. activate: only then swap the lane's active pointer and record a receipt.
+4. activate: only when every worker has its environment, swap each one's active
+   pointer and record a receipt; the locks are kept until every worker has
+   switched, and a worker that fails to switch has the others switched back.
 
-A worker where any step fails keeps its previous bundle and releases its lock.
+A lane switches on every worker or on none: when any worker fails a step, no
+worker switches (environments already built are kept for the next deploy).
 While the deploy holds locks, a background thread refreshes their heartbeat
 (an SFTP upload runs no hostside code that could), and the workers refuse to
 install or activate for a deploy whose lock another one has since taken.
