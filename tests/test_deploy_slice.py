@@ -108,8 +108,8 @@ class Small:
         return {line.split(" | ")[0].strip(): os.path.basename(line.split(" | ")[1]) for line in out.splitlines()}
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
+def small_slice():
+    """A fresh 3-worker `Small` slice with its own wheel cache, taken down afterwards."""
     handle = start_sandbox(3)
     cache = Path(handle.dir) / "wheel-cache"
     saved = os.environ.get("ORCH_WHEEL_CACHE")
@@ -122,6 +122,11 @@ def small(tmp_path_factory):
         else:
             os.environ["ORCH_WHEEL_CACHE"] = saved
         handle.down()
+
+
+@pytest.fixture(scope="module")
+def small():
+    yield from small_slice()
 
 
 def test_the_controller_sends_each_wheel_once_and_peers_fetch_from_the_seed(small):

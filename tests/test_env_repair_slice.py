@@ -6,12 +6,9 @@ next deploy removes and rebuilds it and says so, and a completed one stays
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
-from conftest import start_sandbox
-from test_deploy_slice import Small
+from test_deploy_slice import Small, small_slice
 
 pytestmark = pytest.mark.ssh
 
@@ -20,18 +17,7 @@ ROOT = "/var/lib/orch"
 
 @pytest.fixture(scope="module")
 def small():
-    handle = start_sandbox(3)
-    cache = Path(handle.dir) / "wheel-cache"
-    saved = os.environ.get("ORCH_WHEEL_CACHE")
-    os.environ["ORCH_WHEEL_CACHE"] = str(cache)
-    try:
-        yield Small(handle, cache)
-    finally:
-        if saved is None:
-            os.environ.pop("ORCH_WHEEL_CACHE", None)
-        else:
-            os.environ["ORCH_WHEEL_CACHE"] = saved
-        handle.down()
+    yield from small_slice()
 
 
 def probe_bundle(small: Small) -> dict[str, dict]:
