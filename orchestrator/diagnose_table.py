@@ -173,7 +173,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "transport",
         75,
         r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)"
-        r"|AuthenticationException: Authentication failed|paramiko\.transport:? ?Authentication \(\w+\) failed"
+        r"|AuthenticationException: Authentication failed"
+        r"|paramiko\.transport\W{0,3}(?:[A-Z]+ )?Authentication \([\w-]+\) failed"
         # the same refusal seen from the key's side, or after too many keys were offered
         r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
         r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
@@ -212,6 +213,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"connect to host \S+ port \d+: Connection refused"
         r"|connection to \S+ refused \(sshd not running\?\)|dial tcp \S*:22: connect: connection refused"
         r"|NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+"
+        # paramiko's message alone (wrapped or translated by the calling tool)
+        r"|Unable to connect to port \d+ on \[?[\w.:-]+\]?"
         # Fabric 1.x
         r"|Low level socket error connecting to host \S+ on port \d+: Connection refused",
         "Nothing listens on the worker's SSH port: start sshd on the worker or fix the port in fleet.yaml.",
@@ -256,7 +259,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh-banner-not-read",
         "transport",
         70,
-        r"Error reading SSH protocol banner|Connection timed out during banner exchange",
+        r"Error reading SSH protocol banner|Connection timed out during banner exchange"
+        # the same failure as a traceback: paramiko waited for the banner and got EOF or a timeout
+        r"|paramiko/transport\.py\", line \d+, in _check_banner",
         "The SSH handshake got no (or no SSH) banner: the worker's sshd is overloaded, still starting, "
         "or something else answers on the port; check sshd on the worker and raise the banner timeout.",
         "https://github.com/fabric/fabric/issues/2157",
@@ -279,7 +284,8 @@ SIGNATURES: tuple[Signature, ...] = (
         # A traceback through the SSH client's connect or login: whatever the last line says (a socket
         # error, a refused key, an unknown host key), the worker was not reached.
         r"paramiko[/\\](client|transport)\.py\", line \d+, in (_auth|connect|auth_\w+|start_client)\b"
-        r"|fabric[/\\]connection\.py\", line \d+, in open\b",
+        # Fabric opens lazily: Connection.open, or its `opens` decorator before run/put/get
+        r"|fabric[/\\]connection\.py\", line \d+, in (open|opens|open_gateway)$",
         "The traceback ends in the SSH client's connection or login to the worker: the last lines say why "
         "(refused credentials, unreachable port, unknown host key); check the fleet's ssh settings for it.",
         "https://github.com/paramiko/paramiko/issues/2316",
@@ -359,7 +365,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "tpu-vfio-busy",
         "device-ownership",
         90,
-        r"open\(/dev/(vfio/\w+|accel\d+)\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+",
+        r"open\(/dev/(vfio/\w+|accel\d+)\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+"
+        # the same EBUSY as other VFIO users print it (DPDK EAL "Cannot open /dev/vfio/151: ...")
+        r"|(Cannot|[Ff]ailed to|can't) open /dev/(vfio/\w+|accel\d+): Device or resource busy",
         "Another process has the TPU's VFIO device open: `fuser -v /dev/vfio/*` names it; stop the "
         "orphan (often a child process of an earlier run) and retry.",
         "https://github.com/marin-community/marin/issues/2618",
@@ -534,6 +542,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/openai/grok/issues/40",
         "Unable to initialize backend 'tpu': UNIMPLEMENTED: LoadPjrtPlugin is not implemented on windows "
         "yet. (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    _sig(
+        "tpu-device-count-env-mismatch",
+        "runtime-proof",
+        60,
+        r"The number of devices must be either 1 or \d+, got \d+ instead"
+        # XRT's form of the same mismatch: a device index past the count the topology env gave
+        r"|num_tpu_devices_per_task\(\) \(\d+ vs\. \d+\)",
+        "The process count does not match the TPU device count the runtime read from the environment "
+        "(TPU_NUM_DEVICES and the topology variables): set them in the lane's runtime profile before import.",
+        "https://github.com/pytorch/xla/issues/2483",
+        "ValueError: The number of devices must be either 1 or 8, got 2 instead",
+    ),
+    _sig(
+        "tf-tpu-system-not-found",
+        "runtime-proof",
+        60,
+        r"No matching devices found for '/(job:\w+/replica:\d+/task:\d+/)?device:TPU_SYSTEM:\d+'",
+        "TensorFlow found no TPU system device: the TPU runtime did not come up in this process (resolver, "
+        "libtpu, or a setting applied before init); prove the device with `orch probe` first.",
+        "https://github.com/google-research/multilingual-t5/issues/808",
+        "InvalidArgumentError: No matching devices found for '/device:TPU_SYSTEM:0' [Op:__inference__tpu_init_fn_10]",
     ),
     _sig(
         "xla-env-deprecated",
@@ -745,12 +775,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "jax-cache-read-error",
         "cache",
         75,
-        r"Error reading persistent compilation cache entry for",
+        r"Error reading persistent compilation cache entry( for|:)",
         "JAX could not read a cache entry (permissions, a concurrent writer, or an entry from another "
         "bundle): give each host its own writable cache or one writer with read-only readers.",
         "https://github.com/jax-ml/jax/issues/22718",
         "UserWarning: Error reading persistent compilation cache entry for 'jit_run_evaluation_rollout': "
         "PermissionError: [Errno 13] Permission denied: ",
+    ),
+    _sig(
+        "jax-cache-key-unstable",
+        "cache",
+        # JAX logs how it built the persistent-cache key only when someone is chasing cache misses
+        # (jax_persistent_cache / compiler debug logging): the log is about reuse of the cache.
+        30,
+        r"get_cache_key hash (of|after) |cache key for computation is different",
+        "The persistent-cache key differs between runs that should share it: compare the key inputs "
+        "(bundle, flags, device assignment) of the two runs; the lane's pre-import policy must be identical.",
+        "https://github.com/jax-ml/jax/issues/16649",
+        "[DEBUG] [jax._src.com]: get_cache_key hash of serialized computation: 4116f2411714e16983",
     ),
     _sig(
         "jax-cache-write-error",
@@ -858,12 +900,26 @@ SIGNATURES: tuple[Signature, ...] = (
         "[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244",
     ),
     _sig(
+        "host-alloc-enomem",
+        "memory",
+        70,
+        r"DefaultCPUAllocator: (can't allocate memory|not enough memory)|Error code 12 \(Cannot allocate memory\)"
+        # the same errno as C, Rust and the JVM print it
+        r"|\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(os error 12\)"
+        r"|errno[:=] ?12\b.{0,40}Cannot allocate memory|'Cannot allocate memory' \(errno=12\)",
+        "Host RAM ran out (the allocator got ENOMEM): lower the batch, the data-loading workers or the "
+        "processes per host, and check for leftover processes holding memory.",
+        "https://github.com/Esri/arcgis-python-api/issues/743",
+        "RuntimeError: [enforce fail at CPUAllocator.cpp:64] . DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 402653184 bytes. Error code 12 (Cannot allocate memory).",
+    ),
+    _sig(
         "dataloader-worker-killed",
         "memory",
         # A DataLoader worker that dies without a Python error was almost always SIGKILLed by the
         # OOM killer (host RAM): pytorch/pytorch#8976 and the threads linked from it.
         45,
-        r"DataLoader worker \(pid(\(s\))? [\d, ]+\) (exited unexpectedly|is killed by signal: Killed)",
+        r"DataLoader worker \(pid(\(s\))? [^)]*\) (exited unexpectedly|is killed by signal: Killed)",
         "A data-loading worker was killed, almost always by the OOM killer (host RAM): check `dmesg` on "
         "that worker and lower num_workers, prefetching or the processes per host.",
         "https://github.com/pytorch/xla/issues/2359",
@@ -973,6 +1029,67 @@ SIGNATURES: tuple[Signature, ...] = (
         consequence=True,
     ),
     _sig(
+        "jax-coordination-service-error",
+        "collective",
+        # The JAX/XLA coordination service (process 0's key-value store, barriers, heartbeats): a
+        # key another task should have published never came, or an RPC to the service failed.
+        60,
+        r"GetKeyValue\(\) timed out with key|CoordinationService/(GetKeyValue|Heartbeat|Barrier|PollForError"
+        r"|WaitForAllTasks|ReportErrorToService)|\[type\.googleapis\.com/tensorflow\.CoordinationServiceError"
+        r"|error information from remote target /job:jax_worker",
+        "A task did not publish or answer through the JAX coordination service in time: find the task "
+        "that failed or never started (its own log has the cause) and relaunch the gang.",
+        "https://github.com/EnzymeAD/Enzyme-JAX/issues/623",
+        "Execution of replica 0 failed: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: devices=[0,1]; "
+        "... and duration: 10m [type.googleapis.com/tensorflow.CoordinationServiceError='']",
+        consequence=True,
+    ),
+    _sig(
+        "grpc-coordinator-unreachable",
+        "collective",
+        # gRPC's wording when a client cannot open its channel: in a TPU gang that is the JAX
+        # coordinator or the XLA mesh master (SSH never speaks gRPC).
+        40,
+        r"Failed to connect to remote host: (Connection refused|Connection reset by peer|No route to host)"
+        r"|failed to connect to all addresses",
+        "A worker could not reach the gang's coordinator (JAX coordinator or XLA mesh master): check the "
+        "coordinator process is up on its host and the address/port is reachable from every worker.",
+        "https://github.com/marin-community/marin/issues/8244",
+        "all four ranks fail: `Failed to connect to remote host: Connection refused` at `<node-ip>:32623`",
+    ),
+    _sig(
+        "torch-elastic-rendezvous-error",
+        "collective",
+        55,
+        r"\bRendezvous(Connection|Timeout|Closed|State)Error\b",
+        "torchrun's rendezvous failed (store unreachable, timed out or closed): check --rdzv_endpoint is "
+        "reachable from every node and all nodes were started; the first node to fail has the cause.",
+        "https://github.com/ymcui/Chinese-LLaMA-Alpaca-2/issues/274",
+        "has failed to shutdown the rendezvous '3045048' due to an error of type RendezvousConnectionError.",
+    ),
+    _sig(
+        "torch-dist-network-error",
+        "collective",
+        # torch.distributed raises DistNetworkError only from its store/rendezvous sockets.
+        50,
+        r"\bDistNetworkError\b: \S|in _(env|tcp)_rendezvous_handler$|in _create_c10d_store$",
+        "A rank lost or could not open its connection to the c10d store on MASTER_ADDR:MASTER_PORT: check "
+        "rank 0 is up and the address is reachable from every worker, then relaunch the gang.",
+        "https://github.com/pytorch/pytorch/issues/118666",
+        "torch.distributed.DistNetworkError: Connection reset by peer",
+    ),
+    _sig(
+        "torch-rpc-agent-error",
+        "collective",
+        45,
+        r"RPC agent for \S+ encountered error",
+        "torch.distributed.rpc lost a connection between workers: check every worker is up and reachable, "
+        "and the shared-memory/socket limits on hosts with many workers.",
+        "https://github.com/pytorch/pytorch/issues/85607",
+        "[W tensorpipe_agent.cpp:916] RPC agent for 3 encountered error when sending outgoing request #0 to 0: "
+        "async error on socket: Connection reset by peer",
+    ),
+    _sig(
         "xla-rendezvous-failed",
         "collective",
         60,
@@ -988,7 +1105,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "gloo-full-mesh-failed",
         "collective",
         60,
-        r"Gloo connectFullMesh failed",
+        r"Gloo connectFullMesh failed"
+        # the same failure as a native stack: gloo connecting every pair of ranks
+        r"|gloo::(rendezvous::Context::connectFullMesh|transport::tcp::Context::createAndConnectAllPairs)\(",
         "gloo could not connect every pair of ranks: check the workers can reach each other on the "
         "interface gloo picked (GLOO_SOCKET_IFNAME) and that all ranks started.",
         "https://github.com/sgl-project/sglang/issues/3226",
@@ -1299,5 +1418,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "A Python exception ended the run: read its message and the frames above it.",
         "https://github.com/boathit/t2vec/issues/17",
         "RuntimeError: index 18864 is out of bounds for dimension 1 with size 18864",
+    ),
+    _sig(
+        "status-error",
+        "other",
+        # An absl/gRPC status error (XLA, PJRT, the coordination service) says an operation failed,
+        # not which layer owns it: a generic failure line, like a bare Python exception.
+        8,
+        r"\b(DEADLINE_EXCEEDED|UNAVAILABLE|ABORTED|INTERNAL|FAILED_PRECONDITION|CANCELLED|UNKNOWN): \S",
+        "An operation failed with a status error: the rest of the line and the lines around it say which.",
+        "https://github.com/vllm-project/tpu-inference/pull/412",
+        "jaxlib._jax.XlaRuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted",
     ),
 )

@@ -452,6 +452,85 @@ CLASS_VARIANTS = [
     ),
     # the NVIDIA driver's own wording of Xid 79
     ("accelerator-memory-hardware-fault", "NVRM: fallen off the bus and is not responding to commands."),
+    # the SSH banner never came: paramiko's traceback frame, whatever exception follows it
+    (
+        "ssh-banner-not-read",
+        '  File "/usr/lib/python3/dist-packages/paramiko/transport.py", line 2211, in _check_banner',
+    ),
+    # paramiko's refusal message as the calling tool rewraps it (no exception class)
+    ("ssh-connection-refused", "Unable to connect to port 2222 on 10.128.0.5"),
+    ("ssh-connection-refused", "error: Unable to connect to port 22 on [fe80::1]"),
+    # paramiko's auth failure in its other log formats
+    ("ssh-permission-denied", "[paramiko.transport] INFO Authentication (publickey) failed."),
+    ("ssh-permission-denied", "DEBUG:paramiko.transport:Authentication (password) failed."),
+    # Fabric connects lazily: a traceback through open/opens failed while connecting
+    (
+        "ssh-client-frame",
+        '  File "/usr/local/lib/python3.10/site-packages/fabric/connection.py", line 634, in open',
+    ),
+    # VFIO EBUSY as DPDK's EAL and other VFIO users print it
+    ("tpu-vfio-busy", "EAL: Cannot open /dev/vfio/12: Device or resource busy"),
+    ("tpu-vfio-busy", "vfio: failed to open /dev/vfio/3: Device or resource busy"),
+    # the process count against the TPU device count from the environment, PJRT-era and XRT-era
+    ("tpu-device-count-env-mismatch", "ValueError: The number of devices must be either 1 or 4, got 8 instead"),
+    (
+        "tpu-device-count-env-mismatch",
+        "Check failed: parsed_device.id <= topology_proto->num_tpu_devices_per_task() (7 vs. 3)",
+    ),
+    (
+        "tf-tpu-system-not-found",
+        "InvalidArgumentError: No matching devices found for '/job:worker/replica:0/task:0/device:TPU_SYSTEM:0'",
+    ),
+    ("jax-cache-read-error", "Error reading persistent compilation cache entry: Instruction name is not unique"),
+    ("jax-cache-key-unstable", "DEBUG:jax._src.cache_key:get_cache_key hash after serializing computation: 9f0c"),
+    # host RAM: torch's allocator in its old and new wording, and the same errno from C++, Rust and the JVM
+    ("host-alloc-enomem", "DefaultCPUAllocator: not enough memory: you tried to allocate 5077901088 bytes."),
+    (
+        "host-alloc-enomem",
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 132426121216 bytes. Error code 12 (Cannot allocate memory)",
+    ),
+    (
+        "host-alloc-enomem",
+        "DB::ErrnoException: Allocator: Cannot mmap 1.00 GiB., errno: 12, strerror: Cannot allocate memory",
+    ),
+    ("host-alloc-enomem", "Error when allocating memory: Cannot allocate memory (os error 12)"),
+    ("host-alloc-enomem", "OSError: [Errno 12] Cannot allocate memory"),
+    ("dataloader-worker-killed", "RuntimeError: DataLoader worker (pid ...) is killed by signal: Killed"),
+    # the JAX coordination service: a key never published, an RPC to it failed
+    (
+        "jax-coordination-service-error",
+        "DEADLINE_EXCEEDED: GetKeyValue() timed out with key: cuda:gpu_executable_clique:1 and duration: 5m",
+    ),
+    (
+        "jax-coordination-service-error",
+        "Additional GRPC error information from remote target /job:jax_worker/replica:0/task:0 while calling "
+        "/tensorflow.CoordinationService/Heartbeat:",
+    ),
+    (
+        "grpc-coordinator-unreachable",
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.2:8476: Failed to connect to remote "
+        "host: Connection refused",
+    ),
+    # torchrun's rendezvous exceptions, by name, in any wording around them
+    ("torch-elastic-rendezvous-error", "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"),
+    ("torch-elastic-rendezvous-error", '    "message": "RendezvousTimeoutError: ",'),
+    ("torch-dist-network-error", "torch.distributed.DistNetworkError: failed to recv, got 0 bytes"),
+    (
+        "torch-dist-network-error",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/rendezvous.py", line 189, in '
+        "_create_c10d_store",
+    ),
+    (
+        "gloo-full-mesh-failed",
+        "frame #3: gloo::rendezvous::Context::connectFullMesh(std::shared_ptr<gloo::rendezvous::Store>&, "
+        "std::shared_ptr<gloo::transport::Device>&) + 0x1c5 (0x7f in libtorch_cpu.so)",
+    ),
+    (
+        "torch-rpc-agent-error",
+        "[W tensorpipe_agent.cpp:726] RPC agent for worker1 encountered error when reading incoming request from "
+        "worker0: EOF: end of file (this error originated at tensorpipe/transport/uv/connection_impl.cc:132)",
+    ),
 ]
 
 
@@ -515,6 +594,23 @@ NOT_THE_CLASS = [
         "device found.",
         "tpu-device-not-found",
     ),
+    # a Fabric traceback through the command it ran (not through open) is the command's failure
+    ('  File "/usr/local/lib/python3.10/site-packages/fabric/connection.py", line 760, in run', None),
+    # a VFIO device that is missing, not held by someone else
+    ("EAL: Cannot open /dev/vfio/12: No such file or directory", None),
+    # a cache hit is not a failure, and a cache path in a message is not the cache's fault
+    ("WARNING:jax._src.compiler:97: Persistent compilation cache hit for 'jit_foo' with key 'jit_foo-e7e5'", None),
+    # out of memory on the device, or a GPU allocator, is not the host allocator
+    ("CUDA error: out of memory", None),
+    # a URL fetch refused is not the gang's coordinator
+    ("curl: (7) Failed to connect to example.com port 443: Connection refused", None),
+    # an SSH refusal stays transport even though gRPC's wording is close
+    ("ssh: connect to host 10.0.0.2 port 22: Connection refused", "ssh-connection-refused"),
+    # a bare status error names no layer
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: something failed", None),
+    ("E0000 DEADLINE_EXCEEDED: operation timed out", None),
+    # the word "rendezvous" in a user's own message is not torchrun's rendezvous exception
+    ("ValueError: rendezvous_config must be a dict", None),
 ]
 
 
@@ -567,7 +663,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 100
+    assert 30 <= len(ids) <= 150
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -775,11 +871,11 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.88 and tune.total.wrong <= 6, tune.total
+    assert tune.total.accuracy >= 0.94 and tune.total.wrong <= 6, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.93 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
-    assert blind.total.accuracy >= 0.64 and blind.total.wrong <= 4, blind.total
+    assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 4, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -868,6 +964,51 @@ def test_an_unrecognised_log_answers_unknown_with_hint_candidates():
 def test_an_unknown_verdict_ranks_the_layer_its_words_point_to_first(text, first):
     v = diag.verdict(text)
     assert v.layer == "unknown" and v.candidates[:1] == (first,), v
+
+
+def test_several_weak_signals_for_one_layer_answer_it_with_low_confidence():
+    text = (
+        "E1120 12:00:01 client.cc:12] DEADLINE_EXCEEDED: the operation timed out\n"
+        "the coordinator saw no heartbeat from task 3\n"
+        "waiting at the barrier for 8 tasks\n"
+    )
+    v = diag.verdict(text)
+    assert (v.layer, v.confidence, v.known) == ("collective", "low", True), v
+    assert v.finding is not None and v.finding.signature_id == "status-error"
+    assert v.remedy == diag.layer_remedy("collective")  # the layer's default: no known message says more
+    assert (
+        v.to_dict()["confidence"] == "low"
+        and diag.verdict("OSError: [Errno 28] No space left on device\n").confidence == "high"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the same words in a healthy log: nothing failed, so nothing is named
+        "INFO connected to the coordinator\nINFO heartbeat ok\nINFO barrier passed\n",
+        # two weak signals are not enough
+        "RuntimeError: world_size mismatch while joining c10d\n",
+        # a rival layer with more than one signal of its own
+        "RuntimeError: lost the coordinator, barrier and heartbeat stopped\n"
+        "ssh to the worker: connection reset by peer\n",
+        # one word repeated counts once
+        "RuntimeError: barrier failed\nbarrier failed\nbarrier failed\n",
+        # a user's own bug in a distributed program
+        "Traceback (most recent call last):\nIndexError: list index out of range (rank 3 of world_size 8)\n",
+    ],
+)
+def test_weak_signals_that_do_not_agree_enough_stay_unknown(text):
+    v = diag.verdict(text)
+    assert (v.layer, v.confidence) == ("unknown", "none"), v
+
+
+def test_cli_says_when_the_layer_rests_on_weak_signals_only():
+    result = run_cli(
+        "-", input="XlaRuntimeError: DEADLINE_EXCEEDED: timed out\ncoordinator heartbeat lost\nbarrier not reached\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert "layer:     collective (low confidence" in result.output
 
 
 def test_a_confident_line_answers_its_layer():
