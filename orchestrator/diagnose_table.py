@@ -533,6 +533,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
     ),
     _sig(
+        "jax-requested-platform-missing",
+        "runtime-proof",
+        # JAX raises (rather than logs and skips) a backend it cannot start only when the platform
+        # policy (JAX_PLATFORMS, jax_platforms) asked for it: the policy names a platform the host lacks.
+        40,
+        r"RuntimeError: Unable to initialize backend '(cuda|rocm|gpu|METAL|tpu_driver)'",
+        "The platform policy asks for a backend this host does not have (or set it after JAX was "
+        "imported): set JAX_PLATFORMS in the lane's runtime profile, before import, to the lane's device.",
+        "https://github.com/jax-ml/jax/issues/23208",
+        "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. (you may "
+        "need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)",
+    ),
+    _sig(
         "jax-tpu-backend-init-failed",
         "runtime-proof",
         45,
@@ -1051,7 +1064,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # coordinator or the XLA mesh master (SSH never speaks gRPC).
         40,
         r"Failed to connect to remote host: (Connection refused|Connection reset by peer|No route to host)"
-        r"|failed to connect to all addresses",
+        r"|failed to connect to all addresses|Failed to connect to remote server at address: grpc://",
         "A worker could not reach the gang's coordinator (JAX coordinator or XLA mesh master): check the "
         "coordinator process is up on its host and the address/port is reachable from every worker.",
         "https://github.com/marin-community/marin/issues/8244",

@@ -512,6 +512,16 @@ CLASS_VARIANTS = [
         "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.2:8476: Failed to connect to remote "
         "host: Connection refused",
     ),
+    (
+        "grpc-coordinator-unreachable",
+        "RuntimeError: Deadline exceeded: Failed to connect to remote server at address: grpc://10.59.1.9:8470.",
+    ),
+    # a platform the policy asked for that the host lacks, in JAX's wordings across versions
+    (
+        "jax-requested-platform-missing",
+        "RuntimeError: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute "
+        "'GpuAllocatorConfig' (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
     # torchrun's rendezvous exceptions, by name, in any wording around them
     ("torch-elastic-rendezvous-error", "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"),
     ("torch-elastic-rendezvous-error", '    "message": "RendezvousTimeoutError: ",'),
@@ -609,6 +619,8 @@ NOT_THE_CLASS = [
     # a bare status error names no layer
     ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: something failed", None),
     ("E0000 DEADLINE_EXCEEDED: operation timed out", None),
+    # a user's own "unknown backend" check is not JAX's platform policy
+    ("RuntimeError: Unknown backend GPU", None),
     # the word "rendezvous" in a user's own message is not torchrun's rendezvous exception
     ("ValueError: rendezvous_config must be a dict", None),
 ]
