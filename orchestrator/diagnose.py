@@ -291,12 +291,16 @@ def candidates(text: str, findings: list[Finding] | None = None, limit: int = 3)
 def weak_signals(text: str, findings: list[Finding]) -> dict[str, set[str]]:
     """Per layer, the distinct weak signals in `text`: sub-confident signatures and hint keywords."""
     signals: dict[str, set[str]] = {}
+    weak_lines: set[tuple[str, int]] = set()
     for f in findings:
         if f.layer != "other" and f.priority < CONFIDENT_PRIORITY:
             signals.setdefault(f.layer, set()).add(f"sig:{f.signature_id}")
-    for line in text.splitlines():
+            weak_lines.add((f.layer, f.line_number))
+    for number, line in enumerate(text.splitlines(), start=1):
         head = line[:MAX_LINE_SEARCH]
         for layer, pattern in LAYER_HINTS.items():
+            if (layer, number) in weak_lines:
+                continue  # the line already counts once, as its signature: its words are not more evidence
             for m in pattern.finditer(head):
                 signals.setdefault(layer, set()).add(m.group(0).lower())
     return signals

@@ -179,6 +179,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
         r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
         r"|PasswordRequiredException: [Pp]rivate key file is encrypted|SSHException: No existing session"
+        r"|SSHException: No authentication methods available|Bad owner or permissions on \S*\.ssh/"
         # the worker's sshd log names the refused user
         r"|sshd\[\d+\]: (Invalid user \S+ +from|Failed publickey for (invalid user )?\S+ from)",
         "The worker refused the login, or the key could not be offered: check the fleet's ssh user and key "
@@ -249,6 +250,8 @@ SIGNATURES: tuple[Signature, ...] = (
         50,
         r"Connection to \S+ closed by remote host|packet_write_wait: Connection to \S+ port \d+: Broken pipe"
         r"|client_loop: send disconnect: Broken pipe|^Write failed: Broken pipe"
+        r"|(packet_write_wait|ssh_dispatch_run_fatal): Connection to \S+ port \d+: "
+        r"(Broken pipe|Connection reset by peer|Operation timed out)"
         r"|^Connection (closed|reset) by \S+ port \d+",
         "The SSH session to the worker dropped mid-command: check the worker is still up (preemption, "
         "reboot, OOM of sshd) and the network path; the remote command may still be running.",
@@ -367,7 +370,7 @@ SIGNATURES: tuple[Signature, ...] = (
         90,
         r"open\(/dev/(vfio/\w+|accel\d+)\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+"
         # the same EBUSY as other VFIO users print it (DPDK EAL "Cannot open /dev/vfio/151: ...")
-        r"|(Cannot|[Ff]ailed to|can't) open /dev/(vfio/\w+|accel\d+): Device or resource busy",
+        r"|/dev/(vfio/\w+|accel\d+)\b.{0,20}Device or resource busy",
         "Another process has the TPU's VFIO device open: `fuser -v /dev/vfio/*` names it; stop the "
         "orphan (often a child process of an earlier run) and retry.",
         "https://github.com/marin-community/marin/issues/2618",
@@ -1031,7 +1034,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "jax-coordination-deadline",
         "collective",
         65,
-        r"DEADLINE_EXCEEDED: Barrier timed out|CoordinationService/RegisterTask"
+        r"DEADLINE_EXCEEDED: Barrier timed out|CoordinationService/RegisterTask|Barrier timed out\. (Barrier_id|Id): \w"
         r"|Coordination service agent in error status: DEADLINE_EXCEEDED",
         "Not every process reached the JAX coordinator (process 0) in time: find the missing tasks named "
         "on the following lines (they did not start, crashed first or cannot reach the coordinator "

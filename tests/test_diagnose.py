@@ -468,6 +468,15 @@ CLASS_VARIANTS = [
         "ssh-client-frame",
         '  File "/usr/local/lib/python3.10/site-packages/fabric/connection.py", line 634, in open',
     ),
+    # OpenSSH's other wordings of a session dropped mid-command
+    ("ssh-connection-dropped", "ssh_dispatch_run_fatal: Connection to 10.0.0.2 port 22: Broken pipe"),
+    ("ssh-connection-dropped", "packet_write_wait: Connection to 10.0.0.2 port 22: Connection reset by peer"),
+    # the login refused before any key was tried, or the client's own config refused
+    ("ssh-permission-denied", "paramiko.ssh_exception.SSHException: No authentication methods available"),
+    ("ssh-permission-denied", "Bad owner or permissions on /home/u/.ssh/config"),
+    # a JAX barrier timeout in its other status and id forms
+    ("jax-coordination-deadline", "jax.errors.JaxRuntimeError: INTERNAL: Barrier timed out. Id: shutdown_barrier"),
+    ("tpu-vfio-busy", "Couldn't open device: /dev/accel0 (Device or resource busy)"),
     # VFIO EBUSY as DPDK's EAL and other VFIO users print it
     ("tpu-vfio-busy", "EAL: Cannot open /dev/vfio/12: Device or resource busy"),
     ("tpu-vfio-busy", "vfio: failed to open /dev/vfio/3: Device or resource busy"),
@@ -606,6 +615,8 @@ NOT_THE_CLASS = [
     ),
     # a Fabric traceback through the command it ran (not through open) is the command's failure
     ('  File "/usr/local/lib/python3.10/site-packages/fabric/connection.py", line 760, in run', None),
+    # the same device busy words far from any TPU device node
+    ("umount: /mnt/data: target is busy (Device or resource busy); see /dev/accel-docs", None),
     # a VFIO device that is missing, not held by someone else
     ("EAL: Cannot open /dev/vfio/12: No such file or directory", None),
     # a cache hit is not a failure, and a cache path in a message is not the cache's fault
