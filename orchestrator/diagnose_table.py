@@ -730,7 +730,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "bundle-skew",
         60,
         r"A module that was compiled using NumPy 1\.x cannot be run in"
-        r"|module compiled against (API|ABI) version \S+ but this version of numpy is",
+        r"|module compiled against (API|ABI) version \S+ but this version of numpy is"
+        # the same ABI break as older wheels report it
+        r"|numpy\.dtype size changed, may indicate binary incompatibility|numpy\.core\.multiarray failed to import",
         "A compiled wheel (jaxlib, torch, ...) was built for another NumPy major: pin numpy with the "
         "bundle instead of letting an unrelated install upgrade it.",
         "https://github.com/jupyter/notebook/issues/7522",
@@ -863,7 +865,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "hbm-oom",
         "memory",
         90,
-        r"Ran out of memory in memory space hbm|\bCompileTimeHbmOom\b",
+        r"Ran out of memory in memory space hbm|\bCompileTimeHbmOom\b"
+        # XLA:TPU's memory report, printed with the OOM whatever the status line above it says
+        r"|^\s*Program hbm requirement [\d.]+[KMGT]?:",
         "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "
         "the largest allocations listed after this line.",
         "https://github.com/tensorflow/tpu/issues/385",
@@ -922,6 +926,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DefaultCPUAllocator: (can't allocate memory|not enough memory)|Error code 12 \(Cannot allocate memory\)"
         # the same errno as C, Rust and the JVM print it
         r"|\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(os error 12\)"
+        # NumPy's own refusal for a host array
+        r"|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape"
         r"|errno[:=] ?12\b.{0,40}Cannot allocate memory|'Cannot allocate memory' \(errno=12\)",
         "Host RAM ran out (the allocator got ENOMEM): lower the batch, the data-loading workers or the "
         "processes per host, and check for leftover processes holding memory.",
@@ -1095,6 +1101,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch.distributed.DistNetworkError: Connection reset by peer",
     ),
     _sig(
+        "torch-store-barrier-timeout",
+        "collective",
+        60,
+        r"Timed out initializing process group in store based barrier on rank"
+        # TCPStore's connect timeout before it was a DistNetworkError
+        r"|connect\(\) timed out\. Original timeout was \d+ ms",
+        "Not every rank joined the process group in time: a worker did not start, failed first or "
+        "cannot reach MASTER_ADDR:MASTER_PORT; check the first worker's log, then relaunch the gang.",
+        "https://github.com/pytorch/pytorch/issues/67581",
+        "RuntimeError: connect() timed out. Original timeout was 60000 ms.",
+    ),
+    _sig(
         "torch-rpc-agent-error",
         "collective",
         45,
@@ -1159,7 +1177,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective",
         55,
         r"tasks are unhealthy \(stopped sending heartbeats\)|heartbeat timeout\. This indicates that the "
-        r"remote task has failed",
+        r"remote task has failed"
+        # the same timeout with the task named, in any version's wording after it
+        r"|Task /job:\w+/replica:\d+/task:\d+ heartbeat timeout",
         "A peer process died and the gang shares its fate: the task named on the next lines has the real "
         "error in its own log; tear the gang down and relaunch.",
         _JAX_GH + "docs/fault_tolerance.rst",
@@ -1285,7 +1305,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective",
         55,
         r"NCCL error in: \S+, (unhandled system error|remote process exited or there was a network error)"
-        r"|\bnccl(System|Remote)Error\b"
+        r"|\bnccl(System|Remote)Error\b|Proxy Call to rank \d+ failed \((Connect|Setup)\)"
         # the same loss as NCCL's own socket layer and nccl-tests print it, across NCCL versions
         r"|NCCL WARN (Net|socketProgress) ?: (Connection closed by remote peer|Call to recv from \S+ failed)"
         r"|NCCL failure \S+ '(unhandled system error|remote process exited)",

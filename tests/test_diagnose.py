@@ -531,6 +531,20 @@ CLASS_VARIANTS = [
         "RuntimeError: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute "
         "'GpuAllocatorConfig' (set JAX_PLATFORMS='' to automatically choose an available backend)",
     ),
+    ("jax-tasks-unhealthy", "UNAVAILABLE: Task /job:jax_worker/replica:0/task:3 heartbeat timeout."),
+    (
+        "torch-store-barrier-timeout",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: "
+        "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
+    ),
+    ("nccl-system-error", "ncclInternalError: Internal check failed. Proxy Call to rank 7 failed (Connect)"),
+    ("numpy-abi-mismatch", "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96"),
+    ("numpy-abi-mismatch", "ImportError: numpy.core.multiarray failed to import"),
+    ("hbm-oom", "Program hbm requirement 17.08G:"),
+    (
+        "host-alloc-enomem",
+        "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.73 GiB for an array with shape (500000000,)",
+    ),
     # torchrun's rendezvous exceptions, by name, in any wording around them
     ("torch-elastic-rendezvous-error", "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"),
     ("torch-elastic-rendezvous-error", '    "message": "RendezvousTimeoutError: ",'),
@@ -630,6 +644,9 @@ NOT_THE_CLASS = [
     # a bare status error names no layer
     ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: something failed", None),
     ("E0000 DEADLINE_EXCEEDED: operation timed out", None),
+    # a memory report line that is not XLA's, and a bare socket timeout with no store named
+    ("Program hbm requirement is documented in the sizing guide", None),
+    ("RuntimeError: Socket Timeout", None),
     # a user's own "unknown backend" check is not JAX's platform policy
     ("RuntimeError: Unknown backend GPU", None),
     # the word "rendezvous" in a user's own message is not torchrun's rendezvous exception
