@@ -377,8 +377,8 @@ def corpus_markdown(
         "whose resolution names the owning layer; add `id` (unique across all the files,",
         "`<repo>-<number>-<what>`), `source` (the thread's URL), `layer`, `note` (what the resolution said)",
         f"and `excerpt` to `{corpus_file}`. Run `.venv/bin/python bench/diagnose.py --misses`:",
-        "if it is missed, extend the table (orchestrator/diagnose_table.py) with a signature for its class of",
-        "failure, citing its source; then regenerate this page with",
+        "if it is missed, extend the table (the layer's orchestrator/diagnose_table_*.py) with a signature",
+        "for its class of failure, citing its source; then regenerate this page with",
         "`.venv/bin/python bench/diagnose.py --write-doc`. Entries for the held-back file come from",
         "someone who has not read the table, and are added there without looking at how they score.",
     ]
