@@ -45,6 +45,18 @@ generic crash, or that matches nothing, answers "unknown" with the closest
 candidate layers (from weak keyword hints, `LAYER_HINTS`), never a guessed
 layer. `diagnose()` keeps returning the raw winning finding.
 
+Weak signals that agree
+-----------------------
+Without a confident line, several *independent* weak signals for one layer
+still say something: a generic DEADLINE_EXCEEDED next to "coordination
+service" and "heartbeat" is the gang's failure even when no signature knows
+that exact line. `verdict()` then answers that layer with `confidence` "low"
+when at least LEAN_MIN_SIGNALS distinct signals (sub-confident signatures and
+distinct `LAYER_HINTS` keywords) point to it and no other layer has more than
+one, and at least one line shows a failure (a generic crash or status error at
+least); the same word repeated counts once, and a generic crash line counts for
+no layer, so a user's own bug stays "unknown" and a healthy log names nothing.
+
 This module is pure: it classifies text that callers pass in and does no I/O.
 The table itself is data in orchestrator/diagnose_table.py. The probe and
 launch code reuse `SIGNATURES`, `classify`, `diagnose` and `layer_remedy`;
@@ -68,6 +80,7 @@ from orchestrator.diagnose_table import (
 
 __all__ = [
     "CONFIDENT_PRIORITY",
+    "LEAN_MIN_SIGNALS",
     "DEBUGGING_ORDER",
     "LAYERS",
     "LAYER_HINTS",
@@ -93,6 +106,8 @@ UNKNOWN = "unknown"
 # something failed, not which layer owns it, so the verdict stays "unknown".
 CONFIDENT_PRIORITY = 20
 
+# Distinct weak signals (see the module docstring) that name a layer with low confidence.
+LEAN_MIN_SIGNALS = 3
 # Weak per-layer keywords: never enough for a verdict, only to rank the candidates
 # of an "unknown" answer (which layer to look at first).
 LAYER_HINTS: dict[str, re.Pattern[str]] = {
@@ -152,6 +167,9 @@ class Verdict:
     layer: str  # one of LAYERS, or UNKNOWN
     finding: Finding | None  # the line that proves `layer` (for "unknown": the best weak match, if any)
     candidates: tuple[str, ...] = field(default=())  # closest layers first, only when unknown
+    # "high": a confident signature; "low": several weak signals agree (see the module docstring);
+    # "none": unknown.
+    confidence: str = "high"
 
     @property
     def known(self) -> bool:
@@ -160,9 +178,11 @@ class Verdict:
 
     @property
     def remedy(self) -> str:
-        """The finding's remedy, else the first candidate's default, else the generic one."""
-        if self.known and self.finding is not None:
+        """The finding's remedy, else the layer's (or first candidate's) default, else the generic one."""
+        if self.known and self.confidence == "high" and self.finding is not None:
             return self.finding.remedy
+        if self.known:
+            return layer_remedy(self.layer)
         return layer_remedy(self.candidates[0] if self.candidates else "other")
 
     def to_dict(self) -> dict[str, object]:
@@ -175,6 +195,7 @@ class Verdict:
         doc["layer"] = self.layer
         doc["remedy"] = self.remedy
         doc["candidates"] = list(self.candidates)
+        doc["confidence"] = self.confidence
         return doc
 
 
@@ -267,13 +288,52 @@ def candidates(text: str, findings: list[Finding] | None = None, limit: int = 3)
     return tuple(ranked[:limit])
 
 
+def weak_signals(text: str, findings: list[Finding]) -> dict[str, set[str]]:
+    """Per layer, the distinct weak signals in `text`: sub-confident signatures and hint keywords."""
+    signals: dict[str, set[str]] = {}
+    weak_lines: set[tuple[str, int]] = set()
+    for f in findings:
+        if f.layer != "other" and f.priority < CONFIDENT_PRIORITY:
+            signals.setdefault(f.layer, set()).add(f"sig:{f.signature_id}")
+            weak_lines.add((f.layer, f.line_number))
+    for number, line in enumerate(text.splitlines(), start=1):
+        head = line[:MAX_LINE_SEARCH]
+        for layer, pattern in LAYER_HINTS.items():
+            if (layer, number) in weak_lines:
+                continue  # the line already counts once, as its signature: its words are not more evidence
+            for m in pattern.finditer(head):
+                signals.setdefault(layer, set()).add(m.group(0).lower())
+    return signals
+
+
+def _lean(text: str, findings: list[Finding]) -> str | None:
+    """The layer that LEAN_MIN_SIGNALS distinct weak signals agree on, with no rival; else None."""
+    if not findings:
+        return None  # no line says anything failed: words alone never name a layer
+    signals = weak_signals(text, findings)
+    ranked = sorted(signals, key=lambda layer: (-len(signals[layer]), LAYERS.index(layer)))
+    if not ranked or len(signals[ranked[0]]) < LEAN_MIN_SIGNALS:
+        return None
+    if any(len(signals[layer]) > 1 for layer in ranked[1:]):
+        return None
+    return ranked[0]
+
+
 def verdict(text: str) -> Verdict:
-    """The owning layer of `text`, or "unknown" with candidates when no confident signature matched."""
+    """The owning layer of `text`, or "unknown" with candidates when no confident signature matched.
+
+    Without a confident signature, a layer that several distinct weak signals agree on is
+    answered with confidence "low" (see the module docstring).
+    """
     findings = classify(text)
     best = winner(findings)
     if best is not None and best.priority >= CONFIDENT_PRIORITY:
         return Verdict(layer=best.layer, finding=best)
-    return Verdict(layer=UNKNOWN, finding=best, candidates=candidates(text, findings))
+    ranked = candidates(text, findings)
+    lean = _lean(text, findings)
+    if lean is not None:
+        return Verdict(layer=lean, finding=best, candidates=ranked, confidence="low")
+    return Verdict(layer=UNKNOWN, finding=best, candidates=ranked, confidence="none")
 
 
 def _md_cell(text: str) -> str:
@@ -316,6 +376,13 @@ def render_troubleshooting_markdown(corpus_section: str = "") -> str:
         "earliest line wins (later errors are usually consequences of the first). So a JAX",
         '"falling back to cpu" warning after "The TPU is already in use" is device-ownership, not',
         "runtime-proof, and a bare Python exception line never beats a specific message.",
+        "",
+        "A log whose best line is a generic crash (a bare exception, a status error) answers",
+        '"unknown" with the closest layers, unless several distinct weak signals agree on one layer',
+        f"(at least {LEAN_MIN_SIGNALS}: sub-confident messages and that layer's keywords, such as a coordinator,",
+        "a barrier and a heartbeat, with no other layer having more than one): then it names that layer",
+        'with "low confidence" and the layer\'s default remedy. Words alone, without a failure line,',
+        "never name a layer.",
         "",
         "## Layers",
         "",

@@ -10,6 +10,9 @@ their entries:
 - tests/data/diagnosis/blind-1.yaml: collected blind to the table, in the same
   format, by someone who had not seen it; scored once as the held-back part
   (BLIND_1_HELD_SCORE), then folded into tune.
+- tests/data/diagnosis/blind-2.yaml: the second set collected blind to the
+  table; scored once as the held-back part (BLIND_2_HELD_SCORE), then folded
+  into tune.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -39,9 +42,10 @@ from orchestrator.diagnose import LAYERS, UNKNOWN, Verdict, verdict
 DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnosis"
 CORPUS_PATH = DATA_DIR / "corpus.yaml"  # tune: collected by the hand that wrote the table
 BLIND_1_PATH = DATA_DIR / "blind-1.yaml"  # tune: the first blind set, scored once as held back
-TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH)
-HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the second set collected blind to the table)
-# How blind-1.yaml scored the one time it was the held-back part, before it was tuned on:
+BLIND_2_PATH = DATA_DIR / "blind-2.yaml"  # tune: the second blind set, scored once as held back
+TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH)
+HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
+# How each blind set scored the one time it was the held-back part, before it was tuned on:
 # layer -> (entries, right, unknown, wrong).
 BLIND_1_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "transport": (20, 17, 3, 0),
@@ -55,6 +59,23 @@ BLIND_1_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (2, 1, 1, 0),
     "other": (4, 4, 0, 0),
 }
+BLIND_2_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (19, 15, 4, 0),
+    "device-ownership": (3, 1, 2, 0),
+    "runtime-proof": (7, 4, 3, 0),
+    "bundle-skew": (12, 10, 2, 0),
+    "cache": (3, 0, 3, 0),
+    "memory": (9, 6, 2, 1),
+    "collective": (11, 5, 6, 0),
+    "disk": (5, 5, 0, 0),
+    "hardware": (2, 0, 1, 1),
+    "other": (4, 2, 0, 2),
+}
+# The blind sets in the order they were collected, each with its once-scored held-back figures.
+BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
+    (BLIND_1_PATH, BLIND_1_HELD_SCORE),
+    (BLIND_2_PATH, BLIND_2_HELD_SCORE),
+)
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
 MAX_WRONG_RATE = 0.03
@@ -255,9 +276,10 @@ def _table(rows: Iterable[tuple[str, int, int, int, int, str]]) -> list[str]:
     return out + [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} |" for r in rows]
 
 
-def _blind_1_rows() -> list[tuple[str, int, int, int, int, str]]:
-    rows = [(la, n, r, u, w, f"{r / n:.0%}") for la, (n, r, u, w) in BLIND_1_HELD_SCORE.items()]
-    n, r, u, w = (sum(v[i] for v in BLIND_1_HELD_SCORE.values()) for i in range(4))
+def held_rows(held_score: dict[str, tuple[int, int, int, int]]) -> list[tuple[str, int, int, int, int, str]]:
+    """The rows of `table_rows` for a blind set's recorded held-back score (layer -> counts)."""
+    rows = [(la, n, r, u, w, f"{r / n:.0%}") for la, (n, r, u, w) in held_score.items()]
+    n, r, u, w = (sum(v[i] for v in held_score.values()) for i in range(4))
     return [*rows, ("all", n, r, u, w, f"{r / n:.1%}")]
 
 
@@ -276,9 +298,26 @@ def corpus_markdown(
     files = by_file(tune)
     corpus_entries = files.get(CORPUS_PATH.name, [])
     sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in corpus_entries})
-    corpus_file, blind_file, held_file = _rel(CORPUS_PATH), _rel(BLIND_1_PATH), _rel(held_path)
-    blind = _blind_1_rows()[-1]
+    corpus_file, held_file = _rel(CORPUS_PATH), _rel(held_path)
     tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
+    ordinals = ("first", "second", "third", "fourth", "fifth")
+    blind_lines: list[str] = []
+    blind_tables: list[str] = []
+    for i, (path, held_score) in enumerate(BLIND_SCORES):
+        total = held_rows(held_score)[-1]
+        right, wrong = total[2] / total[1], total[4] / total[1]
+        blind_lines += [
+            f"  - `{_rel(path)}` ({len(files.get(path.name, []))} entries): the {ordinals[min(i, 4)]} set collected",
+            "    blind, by someone who had not seen the signature table. It was scored once as the held-back",
+            f"    part, at {right:.1%} right and {wrong:.1%} wrong (table below), then folded into tune: its",
+            "    misses were studied as classes of failure and the table extended for those classes.",
+        ]
+        blind_tables += [
+            f"### `{_rel(path)}` when it was the held-back part ({total[1]} entries, before tuning on it)",
+            "",
+            *_table(held_rows(held_score)),
+            "",
+        ]
     out = [
         "## Real-log corpus and accuracy",
         "",
@@ -294,12 +333,8 @@ def corpus_markdown(
         "    libtpu users, pytorch/xla, PyTorch distributed (gloo, NCCL, c10d), MaxText, Levanter/Marin, Ray,",
         "    gcloud TPU VMs, paramiko/Fabric and OpenSSH): collected by the same hand that wrote the",
         "    signatures, by searching public issue trackers for the messages operators paste.",
-        f"  - `{blind_file}` ({len(files.get(BLIND_1_PATH.name, []))} entries): collected blind, by someone who had",
-        "    not seen the signature table. It was scored once as the held-back part, at"
-        f" {blind[2] / blind[1]:.1%} right and",
-        f"    {blind[4] / blind[1]:.1%} wrong (table below), then folded into tune: its misses were studied as",
-        "    classes of failure and the table extended for those classes.",
-        f"- *Held back* (`{held_file}`): a second set collected blind to the table, in the same format. It",
+        *blind_lines,
+        f"- *Held back* (`{held_file}`): the next set collected blind to the table, in the same format. It",
         "  is never read entry by entry while tuning the table, only its totals; its accuracy is the number",
         "  that says whether the table generalises.",
         "",
@@ -315,10 +350,7 @@ def corpus_markdown(
         f"and wrong answers <= {MAX_WRONG_RATE:.0%} in each part. Without the held-back file the full run",
         "exits non-zero saying so (`--smoke` prints the tune figures and exits 0).",
         "",
-        f"### `{blind_file}` when it was the held-back part ({blind[1]} entries, before tuning on it)",
-        "",
-        *_table(_blind_1_rows()),
-        "",
+        *blind_tables,
     ]
     for name in SPLITS:
         part = scored[name]
@@ -345,8 +377,8 @@ def corpus_markdown(
         "whose resolution names the owning layer; add `id` (unique across all the files,",
         "`<repo>-<number>-<what>`), `source` (the thread's URL), `layer`, `note` (what the resolution said)",
         f"and `excerpt` to `{corpus_file}`. Run `.venv/bin/python bench/diagnose.py --misses`:",
-        "if it is missed, extend the table (orchestrator/diagnose_table.py) with a signature for its class of",
-        "failure, citing its source; then regenerate this page with",
+        "if it is missed, extend the table (the layer's orchestrator/diagnose_table_*.py) with a signature",
+        "for its class of failure, citing its source; then regenerate this page with",
         "`.venv/bin/python bench/diagnose.py --write-doc`. Entries for the held-back file come from",
         "someone who has not read the table, and are added there without looking at how they score.",
     ]

@@ -21,7 +21,6 @@ MAX_LINES = 600
 OVERSIZED: dict[str, str] = {}
 # Over the limit but one concept each: allowed, with the reason.
 ONE_CONCEPT = {
-    "orchestrator/diagnose_table.py": "the diagnosis signature table: data, one entry per known failure",
     "orchestrator/fleet.py": "the fleet model and its validation (pydantic models of one document)",
     "orchestrator/restart_check.py": "the warm-restart check: plan two runs, judge each process",
 }

@@ -15,6 +15,7 @@ from orchestrator import diagnose as diag
 from orchestrator.cli import main
 from orchestrator.diagnose_corpus import (
     BLIND_1_PATH,
+    BLIND_2_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -451,6 +452,118 @@ CLASS_VARIANTS = [
     ),
     # the NVIDIA driver's own wording of Xid 79
     ("accelerator-memory-hardware-fault", "NVRM: fallen off the bus and is not responding to commands."),
+    # the SSH banner never came: paramiko's traceback frame, whatever exception follows it
+    (
+        "ssh-banner-not-read",
+        '  File "/usr/lib/python3/dist-packages/paramiko/transport.py", line 2211, in _check_banner',
+    ),
+    # paramiko's refusal message as the calling tool rewraps it (no exception class)
+    ("ssh-connection-refused", "Unable to connect to port 2222 on 10.128.0.5"),
+    ("ssh-connection-refused", "error: Unable to connect to port 22 on [fe80::1]"),
+    # paramiko's auth failure in its other log formats
+    ("ssh-permission-denied", "[paramiko.transport] INFO Authentication (publickey) failed."),
+    ("ssh-permission-denied", "DEBUG:paramiko.transport:Authentication (password) failed."),
+    # Fabric connects lazily: a traceback through open/opens failed while connecting
+    (
+        "ssh-client-frame",
+        '  File "/usr/local/lib/python3.10/site-packages/fabric/connection.py", line 634, in open',
+    ),
+    # OpenSSH's other wordings of a session dropped mid-command
+    ("ssh-connection-dropped", "ssh_dispatch_run_fatal: Connection to 10.0.0.2 port 22: Broken pipe"),
+    ("ssh-connection-dropped", "packet_write_wait: Connection to 10.0.0.2 port 22: Connection reset by peer"),
+    # the login refused before any key was tried, or the client's own config refused
+    ("ssh-permission-denied", "paramiko.ssh_exception.SSHException: No authentication methods available"),
+    ("ssh-permission-denied", "Bad owner or permissions on /home/u/.ssh/config"),
+    # a JAX barrier timeout in its other status and id forms
+    ("jax-coordination-deadline", "jax.errors.JaxRuntimeError: INTERNAL: Barrier timed out. Id: shutdown_barrier"),
+    ("tpu-vfio-busy", "Couldn't open device: /dev/accel0 (Device or resource busy)"),
+    # VFIO EBUSY as DPDK's EAL and other VFIO users print it
+    ("tpu-vfio-busy", "EAL: Cannot open /dev/vfio/12: Device or resource busy"),
+    ("tpu-vfio-busy", "vfio: failed to open /dev/vfio/3: Device or resource busy"),
+    # the process count against the TPU device count from the environment, PJRT-era and XRT-era
+    ("tpu-device-count-env-mismatch", "ValueError: The number of devices must be either 1 or 4, got 8 instead"),
+    (
+        "tpu-device-count-env-mismatch",
+        "Check failed: parsed_device.id <= topology_proto->num_tpu_devices_per_task() (7 vs. 3)",
+    ),
+    (
+        "tf-tpu-system-not-found",
+        "InvalidArgumentError: No matching devices found for '/job:worker/replica:0/task:0/device:TPU_SYSTEM:0'",
+    ),
+    ("jax-cache-read-error", "Error reading persistent compilation cache entry: Instruction name is not unique"),
+    ("jax-cache-key-unstable", "DEBUG:jax._src.cache_key:get_cache_key hash after serializing computation: 9f0c"),
+    # host RAM: torch's allocator in its old and new wording, and the same errno from C++, Rust and the JVM
+    ("host-alloc-enomem", "DefaultCPUAllocator: not enough memory: you tried to allocate 5077901088 bytes."),
+    (
+        "host-alloc-enomem",
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 132426121216 bytes. Error code 12 (Cannot allocate memory)",
+    ),
+    (
+        "host-alloc-enomem",
+        "DB::ErrnoException: Allocator: Cannot mmap 1.00 GiB., errno: 12, strerror: Cannot allocate memory",
+    ),
+    ("host-alloc-enomem", "Error when allocating memory: Cannot allocate memory (os error 12)"),
+    ("host-alloc-enomem", "OSError: [Errno 12] Cannot allocate memory"),
+    ("dataloader-worker-killed", "RuntimeError: DataLoader worker (pid ...) is killed by signal: Killed"),
+    # the JAX coordination service: a key never published, an RPC to it failed
+    (
+        "jax-coordination-service-error",
+        "DEADLINE_EXCEEDED: GetKeyValue() timed out with key: cuda:gpu_executable_clique:1 and duration: 5m",
+    ),
+    (
+        "jax-coordination-service-error",
+        "Additional GRPC error information from remote target /job:jax_worker/replica:0/task:0 while calling "
+        "/tensorflow.CoordinationService/Heartbeat:",
+    ),
+    (
+        "grpc-coordinator-unreachable",
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.2:8476: Failed to connect to remote "
+        "host: Connection refused",
+    ),
+    (
+        "grpc-coordinator-unreachable",
+        "RuntimeError: Deadline exceeded: Failed to connect to remote server at address: grpc://10.59.1.9:8470.",
+    ),
+    # a platform the policy asked for that the host lacks, in JAX's wordings across versions
+    (
+        "jax-requested-platform-missing",
+        "RuntimeError: Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute "
+        "'GpuAllocatorConfig' (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    ("jax-tasks-unhealthy", "UNAVAILABLE: Task /job:jax_worker/replica:0/task:3 heartbeat timeout."),
+    (
+        "torch-store-barrier-timeout",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: "
+        "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
+    ),
+    ("nccl-system-error", "ncclInternalError: Internal check failed. Proxy Call to rank 7 failed (Connect)"),
+    ("numpy-abi-mismatch", "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96"),
+    ("numpy-abi-mismatch", "ImportError: numpy.core.multiarray failed to import"),
+    ("hbm-oom", "Program hbm requirement 17.08G:"),
+    (
+        "host-alloc-enomem",
+        "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.73 GiB for an array with shape (500000000,)",
+    ),
+    # torchrun's rendezvous exceptions, by name, in any wording around them
+    ("torch-elastic-rendezvous-error", "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"),
+    ("torch-elastic-rendezvous-error", '    "message": "RendezvousTimeoutError: ",'),
+    ("torch-dist-network-error", "torch.distributed.DistNetworkError: failed to recv, got 0 bytes"),
+    (
+        "torch-dist-network-error",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/rendezvous.py", line 189, in '
+        "_create_c10d_store",
+    ),
+    (
+        "gloo-full-mesh-failed",
+        "frame #3: gloo::rendezvous::Context::connectFullMesh(std::shared_ptr<gloo::rendezvous::Store>&, "
+        "std::shared_ptr<gloo::transport::Device>&) + 0x1c5 (0x7f in libtorch_cpu.so)",
+    ),
+    (
+        "torch-rpc-agent-error",
+        "[W tensorpipe_agent.cpp:726] RPC agent for worker1 encountered error when reading incoming request from "
+        "worker0: EOF: end of file (this error originated at tensorpipe/transport/uv/connection_impl.cc:132)",
+    ),
 ]
 
 
@@ -514,6 +627,30 @@ NOT_THE_CLASS = [
         "device found.",
         "tpu-device-not-found",
     ),
+    # a Fabric traceback through the command it ran (not through open) is the command's failure
+    ('  File "/usr/local/lib/python3.10/site-packages/fabric/connection.py", line 760, in run', None),
+    # the same device busy words far from any TPU device node
+    ("umount: /mnt/data: target is busy (Device or resource busy); see /dev/accel-docs", None),
+    # a VFIO device that is missing, not held by someone else
+    ("EAL: Cannot open /dev/vfio/12: No such file or directory", None),
+    # a cache hit is not a failure, and a cache path in a message is not the cache's fault
+    ("WARNING:jax._src.compiler:97: Persistent compilation cache hit for 'jit_foo' with key 'jit_foo-e7e5'", None),
+    # out of memory on the device, or a GPU allocator, is not the host allocator
+    ("CUDA error: out of memory", None),
+    # a URL fetch refused is not the gang's coordinator
+    ("curl: (7) Failed to connect to example.com port 443: Connection refused", None),
+    # an SSH refusal stays transport even though gRPC's wording is close
+    ("ssh: connect to host 10.0.0.2 port 22: Connection refused", "ssh-connection-refused"),
+    # a bare status error names no layer
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: something failed", None),
+    ("E0000 DEADLINE_EXCEEDED: operation timed out", None),
+    # a memory report line that is not XLA's, and a bare socket timeout with no store named
+    ("Program hbm requirement is documented in the sizing guide", None),
+    ("RuntimeError: Socket Timeout", None),
+    # a user's own "unknown backend" check is not JAX's platform policy
+    ("RuntimeError: Unknown backend GPU", None),
+    # the word "rendezvous" in a user's own message is not torchrun's rendezvous exception
+    ("ValueError: rendezvous_config must be a dict", None),
 ]
 
 
@@ -566,7 +703,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 100
+    assert 30 <= len(ids) <= 150
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -712,11 +849,12 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
     assert [(e.id, e.layer) for e in load_parts(held=held)["held"] or []] == [("h-1", "other")]
 
 
-def test_the_tune_part_is_the_hand_collected_file_then_the_first_blind_set():
+def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    assert files == sorted(files, key=[CORPUS_PATH.name, BLIND_1_PATH.name].index)
-    assert files.count(BLIND_1_PATH.name) == 77 and tune[: files.count(CORPUS_PATH.name)] == load_corpus()
+    assert files == sorted(files, key=[CORPUS_PATH.name, BLIND_1_PATH.name, BLIND_2_PATH.name].index)
+    assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
+    assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
 
@@ -757,14 +895,14 @@ def test_an_other_entry_is_right_when_the_verdict_is_unknown_and_wrong_when_a_la
     assert (part.per_layer["other"].right, part.per_layer["other"].wrong) == (1, 1)
 
 
-@pytest.mark.xfail(
-    reason="the second blind set scores 64.0 % right and 5.3 % wrong (docs/troubleshooting.md): below the bar",
-    strict=False,
-)
 def test_held_back_corpus_reaches_the_accuracy_bar():
+    if not HELDBACK_PATH.exists():
+        pytest.skip(
+            f"{HELDBACK_PATH.name} is not in this checkout (the next blind set is added once collected);"
+            " the full bench run reports it missing"
+        )
     held = load_parts()["held"]
-    if held is None:
-        pytest.skip(f"{HELDBACK_PATH.name} is not in this checkout; the full bench run reports it missing")
+    assert held is not None
     part = score(held, "held")
     assert part.total.accuracy >= MIN_HELD_ACCURACY, part.total
     assert part.total.wrong_rate <= MAX_WRONG_RATE, part.total
@@ -773,9 +911,11 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.96 and tune.total.wrong <= 2, tune.total
+    assert tune.total.accuracy >= 0.94 and tune.total.wrong <= 6, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.93 and blind.total.wrong <= 1, blind.total
+    blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
+    assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 4, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -797,8 +937,9 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
     doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
     assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
-    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml"}
+    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml", "blind-2.yaml"}
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
+    assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
@@ -823,7 +964,9 @@ def test_the_doc_without_the_held_back_file_shows_tune_figures_and_defers_the_he
     assert "by someone who had not seen the signature table" in flat
     assert "never read entry by entry while tuning the table, only its totals" in flat
     assert "scored once as the held-back part, at 79.2% right and 3.9% wrong" in flat
-    assert "- `corpus.yaml`: " in text and "- `blind-1.yaml`: " in text  # the tune figures per file
+    assert "scored once as the held-back part, at 64.0% right and 5.3% wrong" in flat
+    assert "when it was the held-back part (77 entries" in text and "when it was the held-back part (75 entries" in text
+    assert all(f"- `{f}`: " in text for f in ("corpus.yaml", "blind-1.yaml", "blind-2.yaml"))  # tune figures per file
 
 
 # ------------------------------------------------------ unknown with candidates
@@ -861,6 +1004,51 @@ def test_an_unrecognised_log_answers_unknown_with_hint_candidates():
 def test_an_unknown_verdict_ranks_the_layer_its_words_point_to_first(text, first):
     v = diag.verdict(text)
     assert v.layer == "unknown" and v.candidates[:1] == (first,), v
+
+
+def test_several_weak_signals_for_one_layer_answer_it_with_low_confidence():
+    text = (
+        "E1120 12:00:01 client.cc:12] DEADLINE_EXCEEDED: the operation timed out\n"
+        "the coordinator saw no heartbeat from task 3\n"
+        "waiting at the barrier for 8 tasks\n"
+    )
+    v = diag.verdict(text)
+    assert (v.layer, v.confidence, v.known) == ("collective", "low", True), v
+    assert v.finding is not None and v.finding.signature_id == "status-error"
+    assert v.remedy == diag.layer_remedy("collective")  # the layer's default: no known message says more
+    assert (
+        v.to_dict()["confidence"] == "low"
+        and diag.verdict("OSError: [Errno 28] No space left on device\n").confidence == "high"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the same words in a healthy log: nothing failed, so nothing is named
+        "INFO connected to the coordinator\nINFO heartbeat ok\nINFO barrier passed\n",
+        # two weak signals are not enough
+        "RuntimeError: world_size mismatch while joining c10d\n",
+        # a rival layer with more than one signal of its own
+        "RuntimeError: lost the coordinator, barrier and heartbeat stopped\n"
+        "ssh to the worker: connection reset by peer\n",
+        # one word repeated counts once
+        "RuntimeError: barrier failed\nbarrier failed\nbarrier failed\n",
+        # a user's own bug in a distributed program
+        "Traceback (most recent call last):\nIndexError: list index out of range (rank 3 of world_size 8)\n",
+    ],
+)
+def test_weak_signals_that_do_not_agree_enough_stay_unknown(text):
+    v = diag.verdict(text)
+    assert (v.layer, v.confidence) == ("unknown", "none"), v
+
+
+def test_cli_says_when_the_layer_rests_on_weak_signals_only():
+    result = run_cli(
+        "-", input="XlaRuntimeError: DEADLINE_EXCEEDED: timed out\ncoordinator heartbeat lost\nbarrier not reached\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert "layer:     collective (low confidence" in result.output
 
 
 def test_a_confident_line_answers_its_layer():

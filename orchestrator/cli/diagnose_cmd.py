@@ -94,7 +94,10 @@ def diagnose(path: str, as_json: bool, show_all: bool) -> None:
         if verdict.candidates:
             click.echo(f"closest:   {', '.join(verdict.candidates)}")
         return
-    click.echo(f"layer:     {verdict.layer}")
+    if verdict.confidence == "low":
+        click.echo(f"layer:     {verdict.layer} (low confidence: several weak signals agree, no known message)")
+    else:
+        click.echo(f"layer:     {verdict.layer}")
     if not verdict.known:
         click.echo(f"closest:   {', '.join(verdict.candidates) or '(no candidate layer)'}")
     click.echo(f"line {best.line_number}:".ljust(11) + best.line.strip())

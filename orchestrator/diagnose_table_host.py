@@ -1,0 +1,129 @@
+"""Signatures of the worker host's storage and hardware, and of generic crashes: the disk, hardware and other layers.
+
+Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
+"""
+
+from __future__ import annotations
+
+from orchestrator.diagnose_sig import Signature, sig
+
+HOST_SIGNATURES: tuple[Signature, ...] = (
+    # --------------------------------------------------------------------- disk
+    sig(
+        "disk-full",
+        "disk",
+        85,
+        r"[Nn]o space left on device|\bENOSPC\b"
+        # TensorFlow/TSL file writes map ENOSPC to RESOURCE_EXHAUSTED naming the file being written
+        r"|Resource exha\w*: ?(?!/job:)\.{0,2}/[\w.-]+/\S+|ResourceExhaustedError: \S+\.tempstate\d+",
+        "A filesystem is full: the message names the path; free space there (old checkpoints, caches, "
+        "docker images, /dev/shm) or move it to a larger disk.",
+        "https://github.com/hpcaitech/Open-Sora/issues/663",
+        "OSError: [Errno 28] No space left on device",
+    ),
+    sig(
+        "disk-quota-exceeded",
+        "disk",
+        85,
+        r"[Dd]isk quota exceeded|\bEDQUOT\b",
+        "The user's or project's quota on that filesystem is used up (even with free space on the disk): "
+        "clean up or write to a filesystem with quota left.",
+        "https://github.com/KennthShang/HostG/issues/7",
+        "OSError: [Errno 122] Disk quota exceeded: 'out/intermediate.ntw'",
+    ),
+    sig(
+        "shm-too-small",
+        "disk",
+        70,
+        r"This might be caused by insufficient shared memory \(shm\)"
+        r"|It is possible that dataloader's workers are out of shared memory",
+        "/dev/shm is too small for the data-loading workers: enlarge it (a container's --shm-size) or "
+        "lower num_workers.",
+        "https://github.com/microsoft/RepPoints/issues/18",
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+    ),
+    sig(
+        "ray-disk-over-full",
+        "disk",
+        60,
+        r"file_system_monitor\.cc:\d+: \S+ is over \d+% full",
+        "Ray's object spilling directory is (nearly) full: point spilling at a larger disk or free it.",
+        "https://github.com/alpa-projects/alpa/issues/763",
+        "(raylet) [2022-10-31 12:59:55,577 E 62901 62931] (raylet) file_system_monitor.cc:105: "
+        "/tmp/ray/session_2022-10-31_12-54-25_011441_62842 is over 95% full, available space: 0; capacity: "
+        "270475862016. Object creation will fail if spilling is required.",
+    ),
+    # ----------------------------------------------------------------- hardware
+    sig(
+        "tpu-slice-failure",
+        "hardware",
+        85,
+        r"Detected failure SLICE_FAILURE_\w+|Session master detected TPU session error from worker",
+        "The TPU runtime detected a chip or slice fault on the named worker: take that worker (or the "
+        "slice) out of service and relaunch; the other workers' errors follow from it.",
+        "https://github.com/AI-Hypercomputer/maxtext/pull/2041",
+        "E0511 18:18:50.796852     915 tpunetd_client.cc:311] Detected failure SLICE_FAILURE_CHIP_DRIVER_ERROR "
+        "in session e6c885828b538167; Start failure handling",
+    ),
+    sig(
+        "accelerator-memory-hardware-fault",
+        "hardware",
+        85,
+        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|\bfallen off the bus\b",
+        "The accelerator reports a hardware fault (uncorrectable memory error, device lost): take that "
+        "worker out of the fleet and relaunch elsewhere; no software change fixes it.",
+        "https://github.com/vllm-project/vllm/issues/5222",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    ),
+    sig(
+        "tpu-node-unhealthy",
+        "hardware",
+        70,
+        r"TPU \S+ is not HEALTHY",
+        "The platform reports the TPU as unhealthy: wait for it to recover or recreate it; no software "
+        "change on the workers fixes this.",
+        "https://github.com/pytorch/xla/issues/2142",
+        "RuntimeError: TPU node-v3-32 is not HEALTHY yet. Re-run when all TPUs are HEALTHY",
+    ),
+    # -------------------------------------------------------------------- other
+    sig(
+        "segmentation-fault",
+        "other",
+        15,
+        r"Fatal Python error: Segmentation fault|Segmentation fault( +\(core dumped\))?|\*\*\* SIGSEGV",
+        "The process crashed in native code: note the last Python frames above, check the bundle "
+        "matches its lock (`orch probe`), and report with the full log.",
+        "https://github.com/pytorch/xla/issues/6010",
+        "Fatal Python error: Segmentation fault",
+    ),
+    sig(
+        "native-check-failure",
+        "other",
+        12,
+        r"\*\*\* Check failure stack trace: \*\*\*|\*\*\* SIGABRT received by PID \d+",
+        "A native CHECK aborted the process: the 'Check failed' line just above names the component; "
+        "search it against the bundle's versions.",
+        "https://github.com/jax-ml/jax/issues/15210",
+        "*** Check failure stack trace: ***",
+    ),
+    sig(
+        "python-exception",
+        "other",
+        5,
+        r"^\s*([A-Za-z_][\w.]*\.)?[A-Z]\w*(Error|Exception): ",
+        "A Python exception ended the run: read its message and the frames above it.",
+        "https://github.com/boathit/t2vec/issues/17",
+        "RuntimeError: index 18864 is out of bounds for dimension 1 with size 18864",
+    ),
+    sig(
+        "status-error",
+        "other",
+        # An absl/gRPC status error (XLA, PJRT, the coordination service) says an operation failed,
+        # not which layer owns it: a generic failure line, like a bare Python exception.
+        8,
+        r"\b(DEADLINE_EXCEEDED|UNAVAILABLE|ABORTED|INTERNAL|FAILED_PRECONDITION|CANCELLED|UNKNOWN): \S",
+        "An operation failed with a status error: the rest of the line and the lines around it say which.",
+        "https://github.com/vllm-project/tpu-inference/pull/412",
+        "jaxlib._jax.XlaRuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted",
+    ),
+)

@@ -1,0 +1,253 @@
+"""Signatures of reaching the worker and owning its chip: the transport and device-ownership layers.
+
+Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
+"""
+
+from __future__ import annotations
+
+from orchestrator.diagnose_sig import XLA_GH, Signature, sig
+
+REACH_SIGNATURES: tuple[Signature, ...] = (
+    # ---------------------------------------------------------------- transport
+    sig(
+        "ssh-host-key-changed",
+        "transport",
+        95,
+        r"REMOTE HOST IDENTIFICATION HAS CHANGED|HOST KEY CHANGED for \S+",
+        "The worker's host key changed: if the worker was really rebuilt, remove the old key "
+        "(`ssh-keygen -f KNOWN_HOSTS -R HOST`) and reconnect; otherwise stop and find out why.",
+        "https://github.com/5calV/BytesOfProgress/issues/24",
+        "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @",
+    ),
+    sig(
+        "ssh-host-key-verification-failed",
+        "transport",
+        85,
+        r"Host key verification failed\.",
+        "The worker's host key is unknown or differs from known_hosts: verify its fingerprint and add "
+        "it to the fleet's known_hosts; never switch off strict checking.",
+        "https://github.com/5calV/BytesOfProgress/issues/24",
+        "Host key verification failed.",
+    ),
+    sig(
+        "ssh-permission-denied",
+        "transport",
+        75,
+        r"Permission denied \((publickey|password|keyboard-interactive|gssapi)[^)]*\)"
+        r"|AuthenticationException: Authentication failed"
+        r"|paramiko\.transport\W{0,3}(?:[A-Z]+ )?Authentication \([\w-]+\) failed"
+        # the same refusal seen from the key's side, or after too many keys were offered
+        r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
+        r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
+        r"|PasswordRequiredException: [Pp]rivate key file is encrypted|SSHException: No existing session"
+        r"|SSHException: No authentication methods available|Bad owner or permissions on \S*\.ssh/"
+        # the worker's sshd log names the refused user
+        r"|sshd\[\d+\]: (Invalid user \S+ +from|Failed publickey for (invalid user )?\S+ from)",
+        "The worker refused the login, or the key could not be offered: check the fleet's ssh user and key "
+        "for this worker (authorized_keys on the worker; key path, permissions, format and agent on this side).",
+        "https://github.com/openai/tart/issues/1135",
+        "admin@192.168.64.15: Permission denied (publickey,password,keyboard-interactive).",
+    ),
+    sig(
+        "ssh-algorithm-negotiation",
+        "transport",
+        75,
+        r"Unable to negotiate with \S+( port \d+)?: no matching (host key type|key exchange method|cipher|MAC) found",
+        "Client and worker share no SSH algorithm (a newer OpenSSH dropped ssh-rsa or an old KEX): give "
+        "the worker an ed25519 host key, or allow the algorithm for that host only.",
+        "https://github.com/gokrazy/breakglass/issues/9",
+        "Unable to negotiate with 100.77.11.58 port 22: no matching host key type found. Their offer: ssh-rsa",
+    ),
+    sig(
+        "paramiko-host-key-unknown",
+        "transport",
+        80,
+        r"SSHException: Server '[^']+' not found in known_hosts|BadHostKeyException: Host key for server",
+        "paramiko does not know (or distrusts) the worker's host key: add its verified key to the "
+        "fleet's known_hosts, in the [host]:port form when the port is not 22.",
+        "https://github.com/paramiko/paramiko/issues/2464",
+        "paramiko.ssh_exception.SSHException: Server '[192.168.77.1]:22121' not found in known_hosts",
+    ),
+    sig(
+        "ssh-connection-refused",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: Connection refused"
+        r"|connection to \S+ refused \(sshd not running\?\)|dial tcp \S*:22: connect: connection refused"
+        r"|NoValidConnectionsError: \[Errno None\] Unable to connect to port \d+ on \S+"
+        # paramiko's message alone (wrapped or translated by the calling tool)
+        r"|Unable to connect to port \d+ on \[?[\w.:-]+\]?"
+        # Fabric 1.x
+        r"|Low level socket error connecting to host \S+ on port \d+: Connection refused",
+        "Nothing listens on the worker's SSH port: start sshd on the worker or fix the port in fleet.yaml.",
+        "https://github.com/rastasheep/ubuntu-sshd/issues/26",
+        "ssh: connect to host localhost port 22: Connection refused",
+    ),
+    sig(
+        "ssh-connection-timed-out",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: (Connection|Operation) timed out"
+        r"|connect to \S+ timed out after [\d.]+s|no SSH banner from \S+ within"
+        r"|dial tcp \S*:22: (i/o timeout|connect: no route to host)",
+        "The worker did not answer within the timeout: it is down, paused, overloaded or firewalled; "
+        "check it from its console or cloud status and re-test with `orch exec -- true`.",
+        "https://github.com/googledatalab/datalab/issues/2116",
+        "ssh: connect to host 35.237.76.73 port 22: Connection timed out",
+    ),
+    sig(
+        "ssh-no-route",
+        "transport",
+        60,
+        r"connect to host \S+ port \d+: (No route to host|Network is unreachable)",
+        "The controller has no network path to the worker: the worker is down or on another network, "
+        "or a firewall rejects the route; check its address and that it answers from this host.",
+        "https://github.com/BAAI-WuDao/EVA/issues/3",
+        "ssh: connect to host 175.24.121.148 port 22: No route to host",
+    ),
+    sig(
+        "ssh-connection-dropped",
+        "transport",
+        50,
+        r"Connection to \S+ closed by remote host|packet_write_wait: Connection to \S+ port \d+: Broken pipe"
+        r"|client_loop: send disconnect: Broken pipe|^Write failed: Broken pipe"
+        r"|(packet_write_wait|ssh_dispatch_run_fatal): Connection to \S+ port \d+: "
+        r"(Broken pipe|Connection reset by peer|Operation timed out)"
+        r"|^Connection (closed|reset) by \S+ port \d+",
+        "The SSH session to the worker dropped mid-command: check the worker is still up (preemption, "
+        "reboot, OOM of sshd) and the network path; the remote command may still be running.",
+        "https://github.com/pytorch/xla/issues/3129",
+        "packet_write_wait: Connection to 120.192.110.58 port 22: Broken pipe",
+    ),
+    sig(
+        "ssh-banner-not-read",
+        "transport",
+        70,
+        r"Error reading SSH protocol banner|Connection timed out during banner exchange"
+        # the same failure as a traceback: paramiko waited for the banner and got EOF or a timeout
+        r"|paramiko/transport\.py\", line \d+, in _check_banner",
+        "The SSH handshake got no (or no SSH) banner: the worker's sshd is overloaded, still starting, "
+        "or something else answers on the port; check sshd on the worker and raise the banner timeout.",
+        "https://github.com/fabric/fabric/issues/2157",
+        "Exception: Error reading SSH protocol banner",
+    ),
+    sig(
+        "ssh-kex-closed",
+        "transport",
+        60,
+        r"(kex|ssh)_exchange_identification: (Connection closed by remote host|read: Connection reset by peer)",
+        "The worker closed the connection before the key exchange: sshd refused it (MaxStartups, "
+        "firewall, IAP/bastion rules, a tunnel that cannot reach port 22); check the path and sshd's log.",
+        "https://github.com/pytorch/xla/issues/2665",
+        "kex_exchange_identification: Connection closed by remote host",
+    ),
+    sig(
+        "ssh-client-frame",
+        "transport",
+        45,
+        # A traceback through the SSH client's connect or login: whatever the last line says (a socket
+        # error, a refused key, an unknown host key), the worker was not reached.
+        r"paramiko[/\\](client|transport)\.py\", line \d+, in (_auth|connect|auth_\w+|start_client)\b"
+        # Fabric opens lazily: Connection.open, or its `opens` decorator before run/put/get
+        r"|fabric[/\\]connection\.py\", line \d+, in (open|opens|open_gateway)$",
+        "The traceback ends in the SSH client's connection or login to the worker: the last lines say why "
+        "(refused credentials, unreachable port, unknown host key); check the fleet's ssh settings for it.",
+        "https://github.com/paramiko/paramiko/issues/2316",
+        'File "D:\\23.10.17\\smartIDC\\python39\\lib\\site-packages\\paramiko\\client.py", line 766, in _auth',
+    ),
+    sig(
+        "ssh-resolve-hostname",
+        "transport",
+        65,
+        r"ssh: Could not resolve hostname",
+        "The worker's address does not resolve: fix the host in fleet.yaml (a typo, a nickname, an empty "
+        "value) or the controller's DNS.",
+        "https://github.com/mfat/sshpilot/issues/483",
+        "ssh: Could not resolve hostname router: Name or service not known",
+    ),
+    sig(
+        "gcloud-ssh-failed",
+        "transport",
+        55,
+        # ssh itself fails with 255; any other code is the remote command's own exit status.
+        r"ERROR: \(gcloud\.compute\.[\w.-]*ssh\)(?! \[\S+\] exited with return code \[(?!255\])\d+\])"
+        r"|ERROR: \(gcloud\.compute\.[\w.-]*scp\)|ERROR: \(gcloud\.compute\.start-iap-tunnel\)",
+        "gcloud could not open the SSH session to the worker (the reason is on the lines before: "
+        "firewall, IAP, project or key): check `gcloud compute tpus tpu-vm ssh` by hand.",
+        "https://github.com/tensorflow/tpu/issues/233",
+        "It gives: ERROR: (gcloud.compute.ssh) [/usr/bin/ssh] exited with return code [255].",
+    ),
+    # --------------------------------------------------------- device-ownership
+    sig(
+        "tpu-in-use-by-pid",
+        "device-ownership",
+        95,
+        r"The TPU is already in use by process with pid\b",
+        "The named process holds the chip: inspect it (`ps -o pid,cmd -p PID`), stop it if it is an "
+        "orphan of an earlier run, then retry; one chip serves one process.",
+        "https://github.com/jax-ml/jax/issues/22070",
+        "INFO:2024-06-25 00:34:55,142:jax._src.xla_bridge:889: Unable to initialize backend 'tpu': "
+        "ABORTED: The TPU is already in use by process with pid 176028. Not attempting to load "
+        "libtpu.so in this process.",
+    ),
+    sig(
+        "libtpu-lockfile-error",
+        "device-ownership",
+        95,
+        r"Internal error when accessing libtpu multi-process lockfile",
+        "/tmp/libtpu_lockfile is locked by a process libtpu could not identify: check /proc/locks for "
+        "its holder and stop it; delete the file only when no process holds it (a stale file is harmless).",
+        XLA_GH + "xla/stream_executor/tpu/tpu_initializer_helper.cc",
+        'ABORTED: Internal error when accessing libtpu multi-process lockfile. Run "$ sudo rm /tmp/libtpu_lockfile".',
+    ),
+    sig(
+        "tpu-in-use-other-user",
+        "device-ownership",
+        92,
+        r"The TPU is already in use by another process probably owned by another user"
+        r"|The TPU is already in use or the lock file is stale",
+        "A process of another user (or a stale lock) holds the chip: `sudo lsof -w /dev/accel0` "
+        "names it; stop it, and remove the lockfile only when nothing holds it.",
+        XLA_GH + "xla/stream_executor/tpu/tpu_initializer_helper.cc",
+        "The TPU is already in use by another process probably owned by another user. Run "
+        '"$ sudo lsof -w /dev/accel0" to figure out which process is using the TPU. If you still get '
+        'this message, run "$ sudo rm /tmp/libtpu_lockfile".',
+    ),
+    sig(
+        "libtpu-already-in-use",
+        "device-ownership",
+        90,
+        r"libtpu\.so already in used? by another process",
+        "Another process has libtpu loaded on this host: find it (`sudo lsof -w /dev/accel0`) and stop "
+        "it if it is an orphan; this process silently runs without the TPU otherwise.",
+        "https://github.com/jax-ml/jax/issues/10192",
+        "I0000 00:00:1649423660.053391 1924758 f236.cc:165] libtpu.so already in use by another process "
+        'probably owned by another user. Run "$ sudo lsof -w /dev/accel0" to figure out which process '
+        "is using the TPU. Not attempting to load libtpu.so in this process.",
+    ),
+    sig(
+        "tpu-vfio-busy",
+        "device-ownership",
+        90,
+        r"open\(/dev/(vfio/\w+|accel\d+)\): Device or resource busy|Couldn't open iommu group /dev/vfio/\d+"
+        # the same EBUSY as other VFIO users print it (DPDK EAL "Cannot open /dev/vfio/151: ...")
+        r"|/dev/(vfio/\w+|accel\d+)\b.{0,20}Device or resource busy",
+        "Another process has the TPU's VFIO device open: `fuser -v /dev/vfio/*` names it; stop the "
+        "orphan (often a child process of an earlier run) and retry.",
+        "https://github.com/marin-community/marin/issues/2618",
+        "Failed to initialize TPU system with error: FAILED_PRECONDITION: open(/dev/vfio/0): Device or "
+        "resource busy: Device or resource busy; Couldn't open iommu group /dev/vfio/0",
+    ),
+    sig(
+        "tpu-accel-open-denied",
+        "device-ownership",
+        80,
+        r"Couldn't open device: /dev/accel\d+ \(Operation not permitted\)"
+        r"|PERMISSION_DENIED: open\(/dev/accel\d+\)|open\(/dev/accel\d+\): Operation not permitted",
+        "The TPU device node could not be opened: a dangling process may still hold it, or this user "
+        "lacks permission; check `lsof -w /dev/accel0` and the device node's owner.",
+        "https://github.com/pytorch/xla/issues/3165",
+        "Invalid argument: Invalid fd: -1; Couldn't open device: /dev/accel0 (Operation not permitted); "
+        "Unable to create Node RegisterInterface for node 0",
+    ),
+)

@@ -1,0 +1,248 @@
+"""Signatures of what a run uses up or reuses: the cache and memory layers.
+
+Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
+"""
+
+from __future__ import annotations
+
+from orchestrator.diagnose_sig import JAX_GH, Signature, sig
+
+RESOURCE_SIGNATURES: tuple[Signature, ...] = (
+    # -------------------------------------------------------------------- cache
+    sig(
+        "xla-deserialize-unimplemented",
+        "cache",
+        85,
+        r"Failed to deserialize executable: UNIMPLEMENTED: Deserializing serialized executable not supported",
+        "The cache is written but never read back (torch_xla calls an unimplemented "
+        "DeserializeExecutable on this backend): warm restarts recompile; use a torch_xla build that "
+        "loads via LoadSerializedExecutable, and prove reuse by a faster warm restart.",
+        "https://github.com/pytorch/xla/issues/9094",
+        "W torch_xla/csrc/runtime/pjrt_computation_client.cc:680] Failed to deserialize executable: "
+        "UNIMPLEMENTED: Deserializing serialized executable not supported.",
+    ),
+    sig(
+        "jax-cache-read-error",
+        "cache",
+        75,
+        r"Error reading persistent compilation cache entry( for|:)",
+        "JAX could not read a cache entry (permissions, a concurrent writer, or an entry from another "
+        "bundle): give each host its own writable cache or one writer with read-only readers.",
+        "https://github.com/jax-ml/jax/issues/22718",
+        "UserWarning: Error reading persistent compilation cache entry for 'jit_run_evaluation_rollout': "
+        "PermissionError: [Errno 13] Permission denied: ",
+    ),
+    sig(
+        "jax-cache-key-unstable",
+        "cache",
+        # JAX logs how it built the persistent-cache key only when someone is chasing cache misses
+        # (jax_persistent_cache / compiler debug logging): the log is about reuse of the cache.
+        30,
+        r"get_cache_key hash (of|after) |cache key for computation is different",
+        "The persistent-cache key differs between runs that should share it: compare the key inputs "
+        "(bundle, flags, device assignment) of the two runs; the lane's pre-import policy must be identical.",
+        "https://github.com/jax-ml/jax/issues/16649",
+        "[DEBUG] [jax._src.com]: get_cache_key hash of serialized computation: 4116f2411714e16983",
+    ),
+    sig(
+        "jax-cache-write-error",
+        "cache",
+        75,
+        r"Error writing persistent compilation cache entry for",
+        "JAX could not write a cache entry: a read-only reader is configured as a writer, or the cache "
+        "directory is missing or full; match the lane's cache policy (one writer, read-only readers).",
+        JAX_GH + "jax/_src/compiler.py",
+        "UserWarning: Error writing persistent compilation cache entry for 'jit_iota': OSError: [Errno 30] "
+        "Read-only file system: '/tmp/rocache/jit_iota-0b184a1e3154e7f940fd1d474983357853d33ff0dcd1474f81c7c9"
+        "1eea9d9d7f-cache'",
+    ),
+    sig(
+        "torch-xla-cache-single-module",
+        "cache",
+        70,
+        r"Only a single module is supported for persistent computation caching",
+        "torch_xla's persistent cache cannot hold this computation: unset XLA_PERSISTENT_CACHE_PATH for "
+        "this run or restructure the step into one module.",
+        "https://github.com/pytorch/xla/pull/5804",
+        "Only a single module is supported for persistent computation caching. Please unset the "
+        "XLA_PERSISTENT_CACHE_PATH variable to disable persistent caching.",
+    ),
+    sig(
+        "cache-dir-not-writable",
+        "cache",
+        # A symptom-level owner: the path names a cache directory (a compilation cache or one under
+        # ~/.cache that a library creates at import), and it is not writable by this user.
+        45,
+        r"(Permission denied|Read-only file system|PERMISSION_DENIED)\b.*?[/\\]"
+        r"(\.cache[/\\](?!huggingface|pip\b|torch[/\\]hub|matplotlib|fontconfig|uv\b)"
+        r"|[\w.-]*(compil|xla|jax|jit|autotune)[\w.-]*cach)",
+        "A cache directory is not writable by this user: point the cache at a writable path owned by "
+        "the run (JAX_COMPILATION_CACHE_DIR, XLA_PERSISTENT_CACHE_PATH, the lane's cache path) instead "
+        "of a home or shared directory another user created.",
+        "https://github.com/zadorlab/sella/pull/74",
+        "PermissionError: [Errno 13] Permission denied: '/home/alexlm/.cache/sella'",
+    ),
+    sig(
+        "jax-cache-nonzero-process-skip",
+        "cache",
+        25,
+        r"Not writing persistent cache entry since process_(id|index) != 0",
+        "Expected on processes 1..N (only process 0 writes the JAX cache); judge the cache per process "
+        "by its hits on a warm restart, not by files on disk.",
+        JAX_GH + "jax/_src/compiler.py",
+        "DEBUG:jax._src.compiler:Not writing persistent cache entry since process_id != 0",
+    ),
+    # ------------------------------------------------------------------- memory
+    sig(
+        "hbm-oom",
+        "memory",
+        90,
+        r"Ran out of memory in memory space hbm|\bCompileTimeHbmOom\b"
+        # XLA:TPU's memory report, printed with the OOM whatever the status line above it says
+        r"|^\s*Program hbm requirement [\d.]+[KMGT]?:",
+        "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "
+        "the largest allocations listed after this line.",
+        "https://github.com/tensorflow/tpu/issues/385",
+        "Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm. Exceeded "
+        "hbm capacity by 385.25M.",
+    ),
+    sig(
+        "vmem-oom",
+        "memory",
+        90,
+        r"Ran out of memory in memory space vmem|\bCompileTimeScopedVmemOom\b|exceeded scoped vmem limit",
+        "A kernel (often a Pallas kernel) needs more VMEM than available: use smaller block sizes or "
+        "raise vmem_limit_bytes within the chip's capacity.",
+        "https://github.com/pytorch/xla/issues/9524",
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out "
+        "of memory in memory space vmem. Used 32.42M of 16.00M vmem. Exceeded vmem capacity by 16.42M",
+    ),
+    sig(
+        "device-allocation-failed",
+        "memory",
+        90,
+        r"Attempting to (allocate|reserve) [\d.]+\w*( at the bottom of memory)?\. That was not possible",
+        "A device buffer did not fit in free HBM: reduce the footprint, and check no earlier run or "
+        "leftover array still holds memory on this chip.",
+        "https://github.com/google-deepmind/gemma/issues/85",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
+        "Attempting to allocate 15.65G. That was not possible. There are 11.08G free.; (0x0x0_HBM0)",
+    ),
+    sig(
+        "device-allocation-request-failed",
+        "memory",
+        80,
+        r"Failed to allocate request for [\d.]+\w*B? \(\d+B\) on device ordinal \d+",
+        "A device allocation did not fit in free HBM: reduce the footprint (batch, shards per device) and "
+        "check no earlier array or process still holds memory on this chip.",
+        "https://github.com/kingoflolz/mesh-transformer-jax/issues/209",
+        "2022-03-07 18:41:42.980600: E external/org_tensorflow/tensorflow/compiler/xla/pjrt/"
+        "pjrt_stream_executor_client.cc:2124] Execution of replica 0 failed: RESOURCE_EXHAUSTED: Failed to "
+        "allocate request for 256.00MiB (268435456B) on device ordinal 0",
+    ),
+    sig(
+        "host-oom-killer",
+        "memory",
+        85,
+        r"[Oo]ut of memory: Killed process \d+|^\S.*Killed process \d+ \(.*\) total-vm:|oom-kill:constraint="
+        r"|Memory cgroup out of memory|Out of memory: Kill process \d+ \(.*\) score \d+|invoked oom-killer: gfp_mask=",
+        "The kernel's OOM killer ended the process (host RAM, not HBM): lower host-side memory (data "
+        "loading, checkpoint staging, number of processes per host).",
+        "https://github.com/pcyin/tranX/issues/41",
+        "[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244",
+    ),
+    sig(
+        "host-alloc-enomem",
+        "memory",
+        70,
+        r"DefaultCPUAllocator: (can't allocate memory|not enough memory)|Error code 12 \(Cannot allocate memory\)"
+        # the same errno as C, Rust and the JVM print it
+        r"|\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(os error 12\)"
+        # NumPy's own refusal for a host array
+        r"|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape"
+        r"|errno[:=] ?12\b.{0,40}Cannot allocate memory|'Cannot allocate memory' \(errno=12\)",
+        "Host RAM ran out (the allocator got ENOMEM): lower the batch, the data-loading workers or the "
+        "processes per host, and check for leftover processes holding memory.",
+        "https://github.com/Esri/arcgis-python-api/issues/743",
+        "RuntimeError: [enforce fail at CPUAllocator.cpp:64] . DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 402653184 bytes. Error code 12 (Cannot allocate memory).",
+    ),
+    sig(
+        "dataloader-worker-killed",
+        "memory",
+        # A DataLoader worker that dies without a Python error was almost always SIGKILLed by the
+        # OOM killer (host RAM): pytorch/pytorch#8976 and the threads linked from it.
+        45,
+        r"DataLoader worker \(pid(\(s\))? [^)]*\) (exited unexpectedly|is killed by signal: Killed)",
+        "A data-loading worker was killed, almost always by the OOM killer (host RAM): check `dmesg` on "
+        "that worker and lower num_workers, prefetching or the processes per host.",
+        "https://github.com/pytorch/xla/issues/2359",
+        "Exception in device=TPU:6: DataLoader worker (pid(s) 1235) exited unexpectedly",
+    ),
+    sig(
+        "accelerator-framework-oom",
+        "memory",
+        80,
+        r"CUDA out of memory\. Tried to allocate|torch\.(cuda\.)?OutOfMemoryError: ",
+        "Device memory ran out: reduce the batch, sequence or per-device footprint, and check no other "
+        "process holds memory on the device.",
+        "https://github.com/pytorch/pytorch/issues/16417",
+        "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB "
+        "already allocated; 9.28 GiB free; 4.68 MiB cached)",
+    ),
+    sig(
+        "ray-node-low-memory",
+        "memory",
+        85,
+        r"Task was killed due to the node running low on memory"
+        r"|Workers? \(tasks / actors\) killed due to memory pressure",
+        "Ray's memory monitor killed a worker (host RAM): lower per-task memory or parallelism on that node.",
+        "https://github.com/real-stanford/flingbot/issues/11",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ),
+    sig(
+        "resource-exhausted-allocate",
+        "memory",
+        70,
+        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes|OOM when allocating tensor with shape",
+        "An allocation failed for lack of device memory: reduce the footprint or shard more.",
+        "https://github.com/google-deepmind/alphafold/issues/1023",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "7406166528 bytes.",
+    ),
+    sig(
+        "resource-exhausted",
+        "memory",
+        40,
+        # gRPC's message-size limit says RESOURCE_EXHAUSTED too, about a message, not memory.
+        r"\bRESOURCE_EXHAUSTED\b(?!.*message larger than max)|Resource exhausted:(?! ?\.{0,2}/(?!job:))",
+        "A runtime resource ran out, most often device memory: read the rest of the message for which.",
+        "https://github.com/pytorch/xla/issues/1735",
+        "RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:",
+    ),
+    sig(
+        "process-killed",
+        "memory",
+        20,
+        r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
+        r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
+        r"|returned non-zero exit status -9\b",
+        "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
+        "'Out of memory' on that worker.",
+        "https://github.com/tmux/tmux/issues/2364",
+        "Killed",
+    ),
+    sig(
+        "ray-worker-died-system-error",
+        "memory",
+        30,
+        r"Worker unexpectedly exits with a connection error code 2\. End of file\. There are some potential "
+        r"root causes\. \(1\) The process is killed by SIGKILL by OOM killer",
+        "A Ray worker died without an exception; the usual cause is the OOM killer: check the node's "
+        "`dmesg` and Ray's memory monitor, and lower the per-worker memory.",
+        "https://github.com/PeterGriffinJin/Search-R1/issues/45",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
+        "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.",
+    ),
+)
