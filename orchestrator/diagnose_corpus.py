@@ -45,7 +45,7 @@ BLIND_1_PATH = DATA_DIR / "blind-1.yaml"  # tune: the first blind set, scored on
 BLIND_2_PATH = DATA_DIR / "blind-2.yaml"  # tune: the second blind set, scored once as held back
 TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
-OFFSTACK_PATH = DATA_DIR / "heldback-offstack.yaml"  # blind entries from other stacks, set aside from held back
+OFFSTACK_PATH = DATA_DIR / "blind-3-offstack.yaml"  # the third blind set's entries from other stacks, set aside
 # How each blind set scored the one time it was the held-back part, before it was tuned on:
 # layer -> (entries, right, unknown, wrong).
 BLIND_1_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
