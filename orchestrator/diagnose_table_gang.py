@@ -250,7 +250,10 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "collective",
         60,
         r"Watchdog caught collective operation timeout|Some NCCL operations have failed or timed out"
-        r"|ProcessGroupNCCL's watchdog got stuck",
+        r"|ProcessGroupNCCL's watchdog got stuck"
+        # the watchdog's C++ frames when only the stack of the timeout was pasted
+        # (https://github.com/jpata/particleflow/issues/390)
+        r"|ProcessGroupNCCL::WorkNCCL::checkTimeout\(|Exception raised from ncclCommWatchdog at",
         "A collective waited past its timeout on this rank: another rank did not reach it (crashed, "
         "stuck or diverged); find the first rank that failed, then relaunch the gang.",
         "https://github.com/XPixelGroup/BasicSR/issues/737",
