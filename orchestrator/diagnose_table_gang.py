@@ -346,4 +346,15 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         '    client.wait_at_barrier(f"multihost_broadcast_sync{_sync_counter}", timeout_in_ms=int(timeout * 1000.0))',
         consequence=True,
     ),
+    sig(
+        "megascale-hang",
+        "collective",
+        60,
+        # the multislice (DCN) runtime's hang detector
+        r"Megascale detects a hang",
+        "The multislice runtime saw a collective across slices stop progressing: find the slice or worker "
+        "that failed or stalled first (its own log), then relaunch the whole gang.",
+        "https://github.com/AI-Hypercomputer/maxtext/pull/2490",
+        "Megascale detects a hang but cannot determine the root cause. Please inspect the full digest below.",
+    ),
 )

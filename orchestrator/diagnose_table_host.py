@@ -170,4 +170,16 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/megagonlabs/t5-japanese/issues/1",
         "INFO:tensorflow:ShutdownHook: lame workers found: HeartbeatManager(/job:worker/replica:0/task:0/device:CPU:0)",
     ),
+    sig(
+        "tpu-maintenance-or-preempted",
+        "hardware",
+        70,
+        # the Cloud TPU API's node health and state, as `gcloud compute tpus tpu-vm describe` prints them
+        # (Node.Health: https://cloud.google.com/python/docs/reference/tpu/latest/google.cloud.tpu_v2.types.Node.Health)
+        r"\bUNHEALTHY_MAINTENANCE\b|\bstate\W{1,4}PREEMPTED\b",
+        "The TPU is in a maintenance event or was preempted: wait for it to return (maintenance) or "
+        "recreate it (PREEMPTED), then relaunch from the last checkpoint.",
+        "https://github.com/skypilot-org/skypilot/issues/1468",
+        "state: PREEMPTED",
+    ),
 )

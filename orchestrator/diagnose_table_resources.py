@@ -269,4 +269,17 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "/usr/local/lib/python3.10/dist-packages/jax/_src/cache_key.py:221: RuntimeWarning: invalid value "
         "encountered in cast",
     ),
+    sig(
+        "gcs-object-rate-limit",
+        "cache",
+        60,
+        # GCS refuses more than about one write a second to one object; on a pod slice the object
+        # rewritten by every worker at once is the shared compilation cache's
+        r"The rate of change requests to the object \S.* exceeds the rate limit",
+        "Many workers rewrite the same GCS object (the shared compilation cache): let one worker write "
+        "the cache (orch's cache ownership), raise the cache's minimum entry size, or use a local cache.",
+        "https://github.com/jax-ml/jax/issues/12583",
+        '"message": "The rate of change requests to the object [...] exceeds the rate limit. Please reduce the '
+        'rate of create, update, and delete requests.",',
+    ),
 )

@@ -461,4 +461,16 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/AI-Hypercomputer/maxtext/issues/1330",
         "RuntimeError: Pallas TPU requires a libTPU version that's at most a month old",
     ),
+    sig(
+        "jax-tpu-backend-module-skew",
+        "bundle-skew",
+        80,
+        # jax calling into a jaxlib or libtpu module of another release (jax-ml/jax#15273, #29989)
+        r"Unable to initialize backend 'tpu': module '(?:jaxlib\.\w+|libtpu)' has no attribute"
+        r"|cloud_tpu_init failed: AttributeError\(\"module 'libtpu' has no attribute",
+        "jax, jaxlib and libtpu come from different releases: install the set the bundle pins together.",
+        "https://github.com/jax-ml/jax/issues/15273",
+        "RuntimeError: Unable to initialize backend 'tpu': module 'jaxlib.xla_extension' has no attribute "
+        "'get_tpu_client' (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
 )

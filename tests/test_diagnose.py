@@ -631,6 +631,23 @@ CLASS_VARIANTS = [
         "AttributeError: 'jaxlib.tpu_client_extension.PyTpuExecutable' object has no attribute "
         "'execute_sharded_on_local_devices'",
     ),
+    # GCS's per-object rate limit under the compilation cache, and another tool's wording of the same refusal
+    (
+        "gcs-object-rate-limit",
+        "dss.storage.checkout.error.DestinationBucketNotWritableError: 410 PUT https://www.googleapis.com/upload: "
+        "The rate of change requests to the object b/touch.txt exceeds the rate limit.",
+    ),
+    (
+        "jax-tpu-backend-module-skew",
+        "RuntimeError: Unable to initialize backend 'tpu': module 'libtpu' has no attribute 'get_library_path' "
+        "(set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    (
+        "jax-tpu-backend-module-skew",
+        "UserWarning: cloud_tpu_init failed: AttributeError(\"module 'libtpu' has no attribute 'get_library_path'\")",
+    ),
+    ("tpu-maintenance-or-preempted", "health: UNHEALTHY_MAINTENANCE"),
+    ("tpu-maintenance-or-preempted", '  "state": "PREEMPTED",'),
     (
         "pallas-libtpu-too-old",
         "RuntimeError: Pallas TPU requires a libTPU version that's at most a month old. Found version string:",
@@ -727,6 +744,12 @@ NOT_THE_CLASS = [
     ("RuntimeError: Unknown backend GPU", None),
     # the word "rendezvous" in a user's own message is not torchrun's rendezvous exception
     ("ValueError: rendezvous_config must be a dict", None),
+    # a healthy TPU, a user's own PREEMPTED constant, another GCS refusal
+    ("health: HEALTHY", None),
+    ("PREEMPTED_EXIT_CODE = 143", None),
+    ("google.api_core.exceptions.TooManyRequests: 429 GET https://storage.googleapis.com/b/o: rate limit", None),
+    # a user's module missing an attribute is not jax's backend
+    ("AttributeError: module 'mylib' has no attribute 'get_tpu_client'", None),
     # torch.save cannot open the archive (a missing directory): not a full disk
     ("RuntimeError: [enforce fail at inline_container.cc:319] . PytorchStreamWriter failed opening archive.", None),
     # a df line with room left, and a user's own session pool
