@@ -631,6 +631,16 @@ CLASS_VARIANTS = [
         "AttributeError: 'jaxlib.tpu_client_extension.PyTpuExecutable' object has no attribute "
         "'execute_sharded_on_local_devices'",
     ),
+    # a checkpoint write refused by quota (keras-team/keras-tuner#390) or a full disk under tensorstore
+    (
+        "disk-quota-exceeded",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: disk quota exceeded [Op:SaveV2]",
+    ),
+    (
+        "disk-full",
+        'ValueError: NOT_FOUND: Error writing "params/c/0" in OCDBT database at local file "/ckpt/0/": '
+        "[OS error 28: ENOSPC No space left on device]",
+    ),
     # GCS's per-object rate limit under the compilation cache, and another tool's wording of the same refusal
     (
         "gcs-object-rate-limit",
@@ -1037,9 +1047,9 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.94 and tune.total.wrong <= 6, tune.total
+    assert tune.total.accuracy >= 0.949 and tune.total.wrong <= 6, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
-    assert blind.total.accuracy >= 0.93 and blind.total.wrong <= 1, blind.total
+    assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
     assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 4, blind.total
     blind = score(load_corpus(BLIND_3_PATH), "tune")  # 69.0 % right, 0 wrong when it was held back
