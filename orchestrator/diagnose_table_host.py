@@ -143,7 +143,8 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "disk",
         60,
         # EOPNOTSUPP from a FUSE/network mount that lacks an operation the writer needs
-        r"Operation not supported \(os error 95\)|\[Errno 95\] Operation not supported",
+        # (Python's form only with the path it names: a bare EOPNOTSUPP may be a socket option)
+        r"Operation not supported \(os error 95\)|\[Errno 95\] Operation not supported: '",
         "The target filesystem (often a FUSE or network mount) does not support an operation the writer "
         "needs: write to a local disk and copy, or mount with the needed support.",
         "https://github.com/huggingface/safetensors/issues/842",

@@ -771,6 +771,7 @@ NOT_THE_CLASS = [
     ("PermissionError: [Errno 13] Permission denied: '/tmp/extensions/fused'", None),
     # a socket operation refused is not a filesystem's missing support
     ("OSError: [Errno 97] Address family not supported by protocol", None),
+    ("OSError: [Errno 95] Operation not supported", None),
     # another TPU initialisation failure keeps its own class
     (
         "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: Invalid "
