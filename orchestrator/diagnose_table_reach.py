@@ -258,7 +258,7 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         # connection, unresolved name); the reason, when given, follows the colon.
         r"Failed to connect to the host via ssh\b",
         "The control host could not open SSH to the worker (the reason follows the message): check the "
-        "key offered, the address and that sshd answers; `orch doctor` probes each worker.",
+        "key offered, the address and that sshd answers on the worker.",
         "https://github.com/ansible/ansible/issues/21431",
         'fatal: [96.119.XXX.XXX]: UNREACHABLE! => {"changed": false, "msg": "Failed to connect to the host '
         'via ssh.", "unreachable": true}',
