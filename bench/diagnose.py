@@ -35,13 +35,11 @@ from orchestrator.diagnose_corpus import (  # noqa: E402
     HELDBACK_PATH,
     MAX_WRONG_RATE,
     MIN_HELD_ACCURACY,
-    OFFSTACK_PATH,
     TUNE_PATHS,
     CorpusError,
     Score,
     by_file,
     corpus_markdown,
-    load_corpus,
     load_parts,
     score,
     score_parts,
@@ -158,12 +156,6 @@ def main(argv: list[str] | None = None) -> int:
         print_table(tune)
         if held is not None:
             print_table(held)
-            if args.heldback == HELDBACK_PATH and OFFSTACK_PATH.exists():
-                off = score(load_corpus(OFFSTACK_PATH), "held").total
-                print(
-                    f"  set aside as another stack's ({shown(OFFSTACK_PATH)}, not counted): "
-                    f"{off.right}/{off.entries} right, {off.unknown} unknown, {off.wrong} wrong"
-                )
         else:
             print(f"\n{missing}")
         if args.misses:

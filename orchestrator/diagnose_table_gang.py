@@ -250,7 +250,10 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "collective",
         60,
         r"Watchdog caught collective operation timeout|Some NCCL operations have failed or timed out"
-        r"|ProcessGroupNCCL's watchdog got stuck",
+        r"|ProcessGroupNCCL's watchdog got stuck"
+        # the watchdog's C++ frames when only the stack of the timeout was pasted
+        # (https://github.com/jpata/particleflow/issues/390)
+        r"|ProcessGroupNCCL::WorkNCCL::checkTimeout\(|Exception raised from ncclCommWatchdog at",
         "A collective waited past its timeout on this rank: another rank did not reach it (crashed, "
         "stuck or diverged); find the first rank that failed, then relaunch the gang.",
         "https://github.com/XPixelGroup/BasicSR/issues/737",
@@ -342,5 +345,16 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/marin-community/marin/issues/1902",
         '    client.wait_at_barrier(f"multihost_broadcast_sync{_sync_counter}", timeout_in_ms=int(timeout * 1000.0))',
         consequence=True,
+    ),
+    sig(
+        "megascale-hang",
+        "collective",
+        60,
+        # the multislice (DCN) runtime's hang detector
+        r"Megascale detects a hang",
+        "The multislice runtime saw a collective across slices stop progressing: find the slice or worker "
+        "that failed or stalled first (its own log), then relaunch the whole gang.",
+        "https://github.com/AI-Hypercomputer/maxtext/pull/2490",
+        "Megascale detects a hang but cannot determine the root cause. Please inspect the full digest below.",
     ),
 )

@@ -126,4 +126,61 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/vllm-project/tpu-inference/pull/412",
         "jaxlib._jax.XlaRuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted",
     ),
+    sig(
+        "torch-save-write-failed",
+        "disk",
+        75,
+        # torch.save's zip writer failing mid-file: the filesystem filled (or errored) under it
+        r"PytorchStreamWriter failed writing file \S+: file write failed",
+        "A checkpoint write failed mid-file, almost always a full disk or quota: free space on the "
+        "checkpoint filesystem or point it at a larger one.",
+        "https://github.com/zai-org/ChatGLM-6B/issues/1166",
+        "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file "
+        "data/3: file write failed",
+    ),
+    sig(
+        "filesystem-op-not-supported",
+        "disk",
+        60,
+        # EOPNOTSUPP from a FUSE/network mount that lacks an operation the writer needs
+        # (Python's form only with the path it names: a bare EOPNOTSUPP may be a socket option)
+        r"Operation not supported \(os error 95\)|\[Errno 95\] Operation not supported: '",
+        "The target filesystem (often a FUSE or network mount) does not support an operation the writer "
+        "needs: write to a local disk and copy, or mount with the needed support.",
+        "https://github.com/huggingface/safetensors/issues/842",
+        "Error while serializing: I/O error: Operation not supported (os error 95)",
+    ),
+    sig(
+        "df-shows-full-filesystem",
+        "disk",
+        70,
+        # a pasted `df -h` line with no space available
+        r"^\S+\s+\S+\s+\S+\s+0B?\s+100% /\S*$",
+        "`df` shows a filesystem at 100%: free space there or give the worker a larger disk.",
+        "https://github.com/skypilot-org/skypilot/issues/4964",
+        "/dev/root         97G   97G     0 100% /",
+    ),
+    sig(
+        "tpu-lame-workers",
+        "hardware",
+        60,
+        # the TPU worker stopped heartbeating under the session: preempted or in maintenance
+        r"ShutdownHook: lame workers found",
+        "A TPU worker stopped answering heartbeats (preemption, maintenance or a host fault): check the "
+        "TPU's state (`gcloud compute tpus tpu-vm describe`), recreate it if PREEMPTED, then relaunch.",
+        "https://github.com/megagonlabs/t5-japanese/issues/1",
+        "INFO:tensorflow:ShutdownHook: lame workers found: HeartbeatManager(/job:worker/replica:0/task:0/device:CPU:0)",
+    ),
+    sig(
+        "tpu-maintenance-or-preempted",
+        "hardware",
+        70,
+        # the Cloud TPU API's node health and state, as `gcloud compute tpus tpu-vm describe` prints them
+        # (Node.Health: https://cloud.google.com/python/docs/reference/tpu/latest/google.cloud.tpu_v2.types.Node.Health)
+        r"\bUNHEALTHY_MAINTENANCE\b|\bstate\W{1,4}PREEMPTED\b",
+        "The TPU is in a maintenance event or was preempted: wait for it to return (maintenance) or "
+        "recreate it (PREEMPTED), then relaunch from the last checkpoint.",
+        "https://github.com/skypilot-org/skypilot/issues/1468",
+        "state: PREEMPTED",
+    ),
 )

@@ -250,4 +250,28 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "Invalid argument: Invalid fd: -1; Couldn't open device: /dev/accel0 (Operation not permitted); "
         "Unable to create Node RegisterInterface for node 0",
     ),
+    sig(
+        "ansible-ssh-unreachable",
+        "transport",
+        80,
+        # Ansible's wording for every SSH-level failure to a host (refused key, closed or timed-out
+        # connection, unresolved name); the reason, when given, follows the colon.
+        r"Failed to connect to the host via ssh\b",
+        "The control host could not open SSH to the worker (the reason follows the message): check the "
+        "key offered, the address and that sshd answers on the worker.",
+        "https://github.com/ansible/ansible/issues/21431",
+        'fatal: [96.119.XXX.XXX]: UNREACHABLE! => {"changed": false, "msg": "Failed to connect to the host '
+        'via ssh.", "unreachable": true}',
+    ),
+    sig(
+        "sshd-no-more-sessions",
+        "transport",
+        70,
+        # sshd refuses a channel past MaxSessions on one multiplexed connection
+        r"sshd\[\d+\]: error: no more sessions|open failed: \w+ failed: no more sessions",
+        "The worker's sshd refused another session on the shared connection (MaxSessions/MaxStartups): "
+        "lower the fan-out per worker or raise those limits in sshd_config.",
+        "https://github.com/ansible/ansible/issues/24594",
+        "May 16 01:19:59 zabbix sshd[5202]: error: no more sessions",
+    ),
 )

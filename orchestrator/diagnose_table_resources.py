@@ -195,7 +195,8 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "memory",
         85,
         r"Task was killed due to the node running low on memory"
-        r"|Workers? \(tasks / actors\) killed due to memory pressure",
+        # raylet lines are often wrapped by the log collector inside "(tasks / actors)"
+        r"|Workers? \(tasks / actors\) killed due to memory pressure|^\s*actors\) killed due to memory pressure",
         "Ray's memory monitor killed a worker (host RAM): lower per-task memory or parallelism on that node.",
         "https://github.com/real-stanford/flingbot/issues/11",
         "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
@@ -244,5 +245,41 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
         "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
         "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.",
+    ),
+    sig(
+        "torch-extensions-dir-not-writable",
+        "cache",
+        75,
+        # the shared build cache of torch.utils.cpp_extension, created by another user or an older run
+        r"Permission denied: '[^']*torch_extensions\b",
+        "The shared build cache (/tmp/torch_extensions) belongs to another user: give each user its own "
+        "TORCH_EXTENSIONS_DIR or fix the directory's owner.",
+        "https://github.com/pytorch/pytorch/issues/34238",
+        "PermissionError: [Errno 13] Permission denied: '/tmp/torch_extensions/fused'",
+    ),
+    sig(
+        "jax-cache-key-cast-warning",
+        "cache",
+        60,
+        # the persistent cache's key computation warning seen when multi-host keys stopped matching
+        r"jax/_src/cache_key\.py:\d+: RuntimeWarning",
+        "The compilation cache key was computed from an invalid device assignment: warm restarts will "
+        "recompile; upgrade jax past the cache-key fix and keep the cache directory per bundle.",
+        "https://github.com/jax-ml/jax/issues/20681",
+        "/usr/local/lib/python3.10/dist-packages/jax/_src/cache_key.py:221: RuntimeWarning: invalid value "
+        "encountered in cast",
+    ),
+    sig(
+        "gcs-object-rate-limit",
+        "cache",
+        60,
+        # GCS refuses more than about one write a second to one object; on a pod slice the object
+        # rewritten by every worker at once is the shared compilation cache's
+        r"The rate of change requests to the object \S.* exceeds the rate limit",
+        "Many workers rewrite the same GCS object (the shared compilation cache): let one worker write "
+        "the cache (orch's cache ownership), raise the cache's minimum entry size, or use a local cache.",
+        "https://github.com/jax-ml/jax/issues/12583",
+        '"message": "The rate of change requests to the object [...] exceeds the rate limit. Please reduce the '
+        'rate of create, update, and delete requests.",',
     ),
 )

@@ -248,7 +248,8 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "pjrt-plugin-abi-mismatch",
         "bundle-skew",
         95,
-        r"Unexpected \w+_Args size: expected \d+, got \d+"
+        # older releases name the whole API table (PJRT_Api), newer ones the argument struct
+        r"Unexpected (?:PJRT_Api|\w+_Args) size: expected \d+, got \d+"
         r"|The plugin is likely built with a (later|earlier) version than the framework",
         "Frontend and libtpu disagree on the PJRT C API (struct sizes): use the libtpu validated with "
         "this torch_xla/jax; they move together as one bundle.",
@@ -394,5 +395,82 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "versions do not belong together; install the set the bundle pins.",
         "https://github.com/blackjax-devs/blackjax/issues/787",
         "AttributeError: module 'jax.core' has no attribute 'Shape'",
+    ),
+    sig(
+        "tpu-host-topology-mismatch",
+        "runtime-proof",
+        80,
+        # the runtime expects the slice's host grid and counts fewer hosts joined: a pod slice run
+        # as a single host, or workers launched on only part of it
+        r"Invalid system configuration: \S+ host topology with \d+ missing hosts?, but \d+ hosts? in total",
+        "The TPU runtime expects the slice's full host grid but only some hosts joined: launch on every "
+        "worker of the slice at once (orch launches the gang on all workers).",
+        "https://github.com/huggingface/transformers/issues/9533",
+        "Internal: Invalid system configuration: 2x2 host topology with 0 missing hosts, but 1 hosts in total.",
+    ),
+    sig(
+        "tpu-init-local-endpoint-unreachable",
+        "runtime-proof",
+        75,
+        # libtpu's runtime talks to a local endpoint; in a container without host networking it is unreachable
+        r"TPU initialization failed: Failed to connect to \S+:\d+",
+        "The TPU runtime could not reach its local endpoint: in a container, run it with host networking "
+        "(--network=host) and privileged device access.",
+        "https://github.com/pytorch/xla/issues/8735",
+        "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: Failed to connect to [::]:8353",
+    ),
+    sig(
+        "tpu-cores-held-by-lingering-process",
+        "device-ownership",
+        70,
+        r"Global core array does not contain host cores",
+        "The TPU cores are still bound by an earlier run's processes (children left after Ctrl-C): kill "
+        "them (orch's device check lists the holders) before relaunching.",
+        "https://github.com/pytorch/xla/issues/1731",
+        "Global core array does not contain host cores [0x0x0_TC0,0x0x0_TC1,1x0x0_TC0,1x0x0_TC1]",
+    ),
+    sig(
+        "jaxlib-tpu-client-object-skew",
+        "bundle-skew",
+        75,
+        # the pre-PJRT TPU client's buffer lacking an attribute a newer library reads
+        r"'jaxlib\.tpu_client_extension\.\w+' object has no attribute",
+        "A library (flax, optax...) expects a newer jax/jaxlib than installed: install the versions the "
+        "bundle pins together.",
+        "https://github.com/google/flax/issues/1583",
+        "AttributeError: 'jaxlib.tpu_client_extension.PyTpuBuffer' object has no attribute 'dtype'",
+    ),
+    sig(
+        "library-needs-jax-array",
+        "bundle-skew",
+        75,
+        r"Please enable `jax\.Array` to use this feature",
+        "A library was built for a newer jax (jax.Array on by default) than installed: install the jax "
+        "the bundle pins with it.",
+        "https://github.com/jax-ml/jax/issues/14544",
+        "ValueError: in_shardings and out_shardings should not be the unspecified singleton value. Please "
+        "enable `jax.Array` to use this feature.",
+    ),
+    sig(
+        "pallas-libtpu-too-old",
+        "bundle-skew",
+        85,
+        r"Pallas TPU requires a libTPU version that's at most",
+        "jax is newer than the installed libtpu (Pallas checks the libtpu build date): install the libtpu "
+        "released with this jax.",
+        "https://github.com/AI-Hypercomputer/maxtext/issues/1330",
+        "RuntimeError: Pallas TPU requires a libTPU version that's at most a month old",
+    ),
+    sig(
+        "jax-tpu-backend-module-skew",
+        "bundle-skew",
+        80,
+        # jax calling into a jaxlib or libtpu module of another release (jax-ml/jax#15273, #29989)
+        r"Unable to initialize backend 'tpu': module '(?:jaxlib\.\w+|libtpu)' has no attribute"
+        r"|cloud_tpu_init failed: AttributeError\(\"module 'libtpu' has no attribute",
+        "jax, jaxlib and libtpu come from different releases: install the set the bundle pins together.",
+        "https://github.com/jax-ml/jax/issues/15273",
+        "RuntimeError: Unable to initialize backend 'tpu': module 'jaxlib.xla_extension' has no attribute "
+        "'get_tpu_client' (set JAX_PLATFORMS='' to automatically choose an available backend)",
     ),
 )

@@ -16,6 +16,7 @@ from orchestrator.cli import main
 from orchestrator.diagnose_corpus import (
     BLIND_1_PATH,
     BLIND_2_PATH,
+    BLIND_3_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -565,6 +566,107 @@ CLASS_VARIANTS = [
         "[W tensorpipe_agent.cpp:726] RPC agent for worker1 encountered error when reading incoming request from "
         "worker0: EOF: end of file (this error originated at tensorpipe/transport/uv/connection_impl.cc:132)",
     ),
+    # the PJRT C API check names the whole table in older releases (pytorch/xla#5625)
+    (
+        "pjrt-plugin-abi-mismatch",
+        "status: INVALID_ARGUMENT: Unexpected PJRT_Api size: expected 496, got 512. Check installed software versions.",
+    ),
+    # Ray's OOM report, unwrapped and wrapped by a log collector inside "(tasks / actors)" (vllm#1160)
+    (
+        "ray-node-low-memory",
+        "(raylet) node_manager.cc:3040: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+        "crashed due to other reasons at node",
+    ),
+    ("ray-node-low-memory", " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons"),
+    # the NCCL watchdog's own frames when only the stack was pasted (jpata/particleflow#390)
+    (
+        "nccl-watchdog-timeout",
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+        "std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in libtorch_cuda.so)",
+    ),
+    (
+        "nccl-watchdog-timeout",
+        "Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1521",
+    ),
+    # Ansible's SSH failures, each with its reason after the colon (ansible/ansible#22944)
+    (
+        "ansible-ssh-unreachable",
+        '"msg": "Failed to connect to the host via ssh: Shared connection to 10.10.10.3 closed.\\r\\n",',
+    ),
+    (
+        "ansible-ssh-unreachable",
+        '"msg": "Failed to connect to the host via ssh: ssh: connect to host 34.240.6.124 port 22: Connection timed '
+        'out\\r\\n",',
+    ),
+    ("sshd-no-more-sessions", "Nov  2 10:01:12 tpu-w-0 sshd[1187]: error: no more sessions"),
+    ("sshd-no-more-sessions", "channel 3: open failed: connect failed: no more sessions"),
+    # torch.save's writer across releases (F5-TTS#458, LlamaFactory#1223)
+    (
+        "torch-save-write-failed",
+        "[rank0]: RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file "
+        "data.pkl: file write failed",
+    ),
+    (
+        "torch-save-write-failed",
+        "RuntimeError: [enforce fail at inline_container.cc:445] . PytorchStreamWriter failed writing file data/176: "
+        "file write failed",
+    ),
+    ("filesystem-op-not-supported", "OSError: [Errno 95] Operation not supported: '/mnt/gcsfuse/ckpt/tmp.lock'"),
+    ("df-shows-full-filesystem", "/dev/sda1        194G  194G     0 100% /mnt/disks/persist"),
+    (
+        "torch-extensions-dir-not-writable",
+        "PermissionError: [Errno 13] Permission denied: '/root/.cache/torch_extensions/py310_cu118'",
+    ),
+    (
+        "tpu-host-topology-mismatch",
+        "RuntimeError: tensorflow/compiler/xla/xla_client/xrt_local_service.cc:56 : Invalid system configuration: "
+        "2x2x2 host topology with 1 missing hosts, but 7 hosts in total.",
+    ),
+    (
+        "tpu-init-local-endpoint-unreachable",
+        "jaxlib.xla_extension.XlaRuntimeError: UNKNOWN: TPU initialization failed: Failed to connect to localhost:8471",
+    ),
+    (
+        "jaxlib-tpu-client-object-skew",
+        "AttributeError: 'jaxlib.tpu_client_extension.PyTpuExecutable' object has no attribute "
+        "'execute_sharded_on_local_devices'",
+    ),
+    # a checkpoint write refused by quota (keras-team/keras-tuner#390) or a full disk under tensorstore
+    (
+        "disk-quota-exceeded",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: disk quota exceeded [Op:SaveV2]",
+    ),
+    (
+        "disk-full",
+        'ValueError: NOT_FOUND: Error writing "params/c/0" in OCDBT database at local file "/ckpt/0/": '
+        "[OS error 28: ENOSPC No space left on device]",
+    ),
+    # GCS's per-object rate limit under the compilation cache, and another tool's wording of the same refusal
+    (
+        "gcs-object-rate-limit",
+        "dss.storage.checkout.error.DestinationBucketNotWritableError: 410 PUT https://www.googleapis.com/upload: "
+        "The rate of change requests to the object b/touch.txt exceeds the rate limit.",
+    ),
+    (
+        "jax-tpu-backend-module-skew",
+        "RuntimeError: Unable to initialize backend 'tpu': module 'libtpu' has no attribute 'get_library_path' "
+        "(set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    (
+        "jax-tpu-backend-module-skew",
+        "UserWarning: cloud_tpu_init failed: AttributeError(\"module 'libtpu' has no attribute 'get_library_path'\")",
+    ),
+    ("tpu-maintenance-or-preempted", "health: UNHEALTHY_MAINTENANCE"),
+    ("tpu-maintenance-or-preempted", '  "state": "PREEMPTED",'),
+    (
+        "pallas-libtpu-too-old",
+        "RuntimeError: Pallas TPU requires a libTPU version that's at most a month old. Found version string:",
+    ),
+    (
+        "tpu-lame-workers",
+        "I0902 03:34:21.925864 140070334211904 session_support.py:391] ShutdownHook: lame workers found: "
+        "HeartbeatManager(/job:worker/replica:0/task:1/device:CPU:0)",
+    ),
 ]
 
 
@@ -652,6 +754,30 @@ NOT_THE_CLASS = [
     ("RuntimeError: Unknown backend GPU", None),
     # the word "rendezvous" in a user's own message is not torchrun's rendezvous exception
     ("ValueError: rendezvous_config must be a dict", None),
+    # a healthy TPU, a user's own PREEMPTED constant, another GCS refusal
+    ("health: HEALTHY", None),
+    ("PREEMPTED_EXIT_CODE = 143", None),
+    ("google.api_core.exceptions.TooManyRequests: 429 GET https://storage.googleapis.com/b/o: rate limit", None),
+    # a user's module missing an attribute is not jax's backend
+    ("AttributeError: module 'mylib' has no attribute 'get_tpu_client'", None),
+    # torch.save cannot open the archive (a missing directory): not a full disk
+    ("RuntimeError: [enforce fail at inline_container.cc:319] . PytorchStreamWriter failed opening archive.", None),
+    # a df line with room left, and a user's own session pool
+    ("/dev/root         97G   50G   47G  52% /", None),
+    ("RuntimeError: no more sessions available in the pool", None),
+    # a jax array's missing attribute is a user's mistake, not the pre-PJRT client's skew
+    ("AttributeError: 'jaxlib.xla_extension.ArrayImpl' object has no attribute 'numpy'", None),
+    # a permission refusal on another cache directory names no layer
+    ("PermissionError: [Errno 13] Permission denied: '/tmp/extensions/fused'", None),
+    # a socket operation refused is not a filesystem's missing support
+    ("OSError: [Errno 97] Address family not supported by protocol", None),
+    ("OSError: [Errno 95] Operation not supported", None),
+    # another TPU initialisation failure keeps its own class
+    (
+        "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: Invalid "
+        "--2a886c8_slice_builder_worker_addresses specified. Expected 4 worker addresses, got 1.",
+        "tpu-topology-worker-addresses",
+    ),
 ]
 
 
@@ -853,8 +979,10 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    assert files == sorted(files, key=[CORPUS_PATH.name, BLIND_1_PATH.name, BLIND_2_PATH.name].index)
+    order = [CORPUS_PATH.name, BLIND_1_PATH.name, BLIND_2_PATH.name, BLIND_3_PATH.name]
+    assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
+    assert files.count(BLIND_3_PATH.name) == 71
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -912,11 +1040,6 @@ def test_held_back_corpus_names_a_wrong_layer_rarely():
     assert part.total.wrong_rate <= MAX_WRONG_RATE, part.total
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the third blind set scores 69.0% right (49/71, 22 unknown, 0 wrong) against the 90% bar;"
-    " see docs/troubleshooting.md",
-)
 def test_held_back_corpus_reaches_the_accuracy_bar():
     part = held_back_score()
     assert part.total.accuracy >= MIN_HELD_ACCURACY, part.total
@@ -925,11 +1048,13 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.94 and tune.total.wrong <= 6, tune.total
+    assert tune.total.accuracy >= 0.949 and tune.total.wrong <= 6, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
-    assert blind.total.accuracy >= 0.93 and blind.total.wrong <= 1, blind.total
+    assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
     assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 4, blind.total
+    blind = score(load_corpus(BLIND_3_PATH), "tune")  # 69.0 % right, 0 wrong when it was held back
+    assert blind.total.accuracy >= 0.94 and blind.total.wrong == 0, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -951,9 +1076,10 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
     doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
     assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
-    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml", "blind-2.yaml"}
+    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml", "blind-2.yaml", "blind-3.yaml"}
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
+    assert doc["tune"]["per_file"]["blind-3.yaml"]["entries"] == 71
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
