@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
+from orchestrator.transport import channel
 from orchestrator.transport.algorithms import transport_class
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
@@ -73,6 +74,9 @@ class _LineWriter(io.TextIOBase):
             line, self._buf = self._buf.split("\n", 1)
             self._callback(line)
         return len(text)
+
+    def feed(self, text: str) -> None:
+        self.write(text)
 
     def flush_rest(self) -> None:
         if self._buf:
@@ -128,6 +132,14 @@ def _remote_runner_class() -> type:
                 del buffer_[:-STREAMED_KEEP_CHUNKS]
 
     return ChunkedStdinRemote
+
+
+class _ClientGaveUp(Exception):
+    """`channel.exec_command` reached the client's deadline (invoke raises CommandTimedOut)."""
+
+    def __init__(self, result: channel.Outcome) -> None:
+        super().__init__("timed out")
+        self.result = result
 
 
 class FabricTransport(FanOut):
@@ -361,8 +373,25 @@ class FabricTransport(FanOut):
                     for s in ("stdout", "stderr")
                 }
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
-            res = conn.run(line, **kwargs)
-        except CommandTimedOut as exc:
+            session = conn.create_session() if stdin is None else None
+            if session is not None and channel.supported(session):
+                try:
+                    res = channel.exec_command(
+                        session,
+                        line,
+                        timeout + CLIENT_GRACE,
+                        on_text=(lambda s, text: writers[s].feed(text)) if writers else None,
+                        keep_chunks=STREAMED_KEEP_CHUNKS if writers else None,
+                    )
+                finally:
+                    session.close()
+                if res.timed_out:
+                    raise _ClientGaveUp(res)
+            else:
+                if session is not None:
+                    session.close()
+                res = conn.run(line, **kwargs)
+        except (CommandTimedOut, _ClientGaveUp) as exc:
             # The client gave up first (the remote `timeout` may not have acted
             # yet, e.g. the command started late on a loaded worker).
             ending = end_task(conn, tag) if tag is not None else ""
