@@ -22,8 +22,8 @@ from typing import Any
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
-from orchestrator.transport import channel
 from orchestrator.transport.algorithms import transport_class
+from orchestrator.transport.channel import Outcome, exec_command, supported
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
@@ -137,7 +137,7 @@ def _remote_runner_class() -> type:
 class _ClientGaveUp(Exception):
     """`channel.exec_command` reached the client's deadline (invoke raises CommandTimedOut)."""
 
-    def __init__(self, result: channel.Outcome) -> None:
+    def __init__(self, result: Outcome) -> None:
         super().__init__("timed out")
         self.result = result
 
@@ -374,9 +374,9 @@ class FabricTransport(FanOut):
                 }
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
             session = conn.create_session() if stdin is None else None
-            if session is not None and channel.supported(session):
+            if session is not None and supported(session):
                 try:
-                    res = channel.exec_command(
+                    res = exec_command(
                         session,
                         line,
                         timeout + CLIENT_GRACE,
