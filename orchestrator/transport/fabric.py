@@ -292,6 +292,10 @@ class FabricTransport(FanOut):
             return conn.ssh_config["proxycommand"]
         return False
 
+    def _open_session(self, conn: Any) -> Any:
+        """A new session on `conn` for one command read directly (a holder records it, see persist.py)."""
+        return conn.create_session()
+
     def _drop(self, name: str) -> None:
         with self._conn_lock:
             conn = self._connections.pop(name, None)
@@ -373,7 +377,7 @@ class FabricTransport(FanOut):
                     for s in ("stdout", "stderr")
                 }
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
-            session = conn.create_session() if stdin is None else None
+            session = self._open_session(conn) if stdin is None else None
             if session is not None and supported(session):
                 try:
                     res = exec_command(
