@@ -312,3 +312,26 @@ def test_commands_copying_to_one_worker_at_once_share_its_held_connection_safely
     assert int(sums) == 3 * len(data)
     (holder,) = warm.holders()
     assert holder["connects"]["slice-w0"] == 1
+
+
+def test_a_command_whose_client_goes_away_has_its_session_closed_by_the_holder(slice4, warm, tmp_path):
+    from conftest import orch_executable
+
+    slice4.orch("exec", "--", "true", env=warm.env)  # the holder is up
+    tag = f"orch-gone-{os.getpid()}"
+    loop = f"while :; do echo {tag}; sleep 0.1; done"
+    env = {**os.environ, "ORCH_FLEET": str(slice4.fleet_path), sandbox.DIR_ENV: str(slice4.dir), **warm.env}
+    out = (tmp_path / "out").open("w+")
+    client = subprocess.Popen(
+        [orch_executable(), "exec", "--workers", "slice-w0", "--", "sh", "-c", loop], stdout=out, env=env
+    )
+    try:
+        wait_for(lambda: tag in (tmp_path / "out").read_text(), 30, "the command's first line")
+    finally:
+        client.kill()
+        client.wait()
+    # The holder closes the session: the loop's next echo has nowhere to go and the shell ends.
+    # ([o]rch-gone-...: the pattern does not match the probe's own command line.)
+    check = f"pgrep -f '[{tag[0]}]{tag[1:]}' >/dev/null && echo running || true"
+    probe = ["exec", "--workers", "slice-w0", "--", "sh", "-c", check]
+    wait_for(lambda: "running" not in slice4.orch(*probe, env=warm.env).stdout, 30, "the command ended on the worker")

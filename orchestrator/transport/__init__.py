@@ -4,7 +4,7 @@ One concept per module: `protocol` (the Transport protocol, the frozen Result,
 command lines), `fabric` (FabricTransport, the real one), `hostkeys` (strict
 or accept-new known_hosts checks, every ProxyJump hop included), `failures`
 (exceptions as error kinds), `ending` (ending a timed-out command on the
-worker). Callers import from here.
+worker), `channel` (one command on one open session). Callers import from here.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 from orchestrator.errors import OrchError
 from orchestrator.fleet import Fleet, SshSettings, WorkerRef
 from orchestrator.transport.algorithms import transport_class
+from orchestrator.transport.channel import Outcome, exec_command, supported
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
@@ -73,6 +74,9 @@ class _LineWriter(io.TextIOBase):
             line, self._buf = self._buf.split("\n", 1)
             self._callback(line)
         return len(text)
+
+    def feed(self, text: str) -> None:
+        self.write(text)
 
     def flush_rest(self) -> None:
         if self._buf:
@@ -128,6 +132,14 @@ def _remote_runner_class() -> type:
                 del buffer_[:-STREAMED_KEEP_CHUNKS]
 
     return ChunkedStdinRemote
+
+
+class _ClientGaveUp(Exception):
+    """`channel.exec_command` reached the client's deadline (invoke raises CommandTimedOut)."""
+
+    def __init__(self, result: Outcome) -> None:
+        super().__init__("timed out")
+        self.result = result
 
 
 class FabricTransport(FanOut):
@@ -280,6 +292,10 @@ class FabricTransport(FanOut):
             return conn.ssh_config["proxycommand"]
         return False
 
+    def _open_session(self, conn: Any) -> Any:
+        """A new session on `conn` for one command read directly (a holder records it, see persist.py)."""
+        return conn.create_session()
+
     def _drop(self, name: str) -> None:
         with self._conn_lock:
             conn = self._connections.pop(name, None)
@@ -361,8 +377,25 @@ class FabricTransport(FanOut):
                     for s in ("stdout", "stderr")
                 }
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
-            res = conn.run(line, **kwargs)
-        except CommandTimedOut as exc:
+            session = self._open_session(conn) if stdin is None else None
+            if session is not None and supported(session):
+                try:
+                    res = exec_command(
+                        session,
+                        line,
+                        timeout + CLIENT_GRACE,
+                        on_text=(lambda s, text: writers[s].feed(text)) if writers else None,
+                        keep_chunks=STREAMED_KEEP_CHUNKS if writers else None,
+                    )
+                finally:
+                    session.close()
+                if res.timed_out:
+                    raise _ClientGaveUp(res)
+            else:
+                if session is not None:
+                    session.close()
+                res = conn.run(line, **kwargs)
+        except (CommandTimedOut, _ClientGaveUp) as exc:
             # The client gave up first (the remote `timeout` may not have acted
             # yet, e.g. the command started late on a loaded worker).
             ending = end_task(conn, tag) if tag is not None else ""

@@ -96,6 +96,14 @@ class HeldTransport(FabricTransport):
             return Result(host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=text, error_kind=kind)
         return super().failure(name, argv, exc, elapsed)
 
+    def _open_session(self, conn: Any) -> Any:
+        # A command read on its session directly: its channel is the operation's, as TrackedRemote's.
+        session = super()._open_session(conn)
+        channels = getattr(_current, "channels", None)
+        if channels is not None:
+            channels.append(session)
+        return session
+
     def _build_connection(self, name: str) -> Any:
         conn = super()._build_connection(name)
         conn.config.runners.remote = self._runner
