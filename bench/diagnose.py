@@ -1,7 +1,7 @@
 """Diagnosis accuracy benchmark: the signature table scored on the real-log corpora.
 
-Scores every entry of the tune part (tests/data/diagnosis/corpus.yaml,
-blind-1.yaml and blind-2.yaml) and of the held-back part (tests/data/diagnosis/heldback.yaml,
+Scores every entry of the tune part (tests/data/diagnosis/corpus.yaml and the
+blind sets folded into it, blind-*.yaml; see TUNE_PATHS) and of the held-back part (tests/data/diagnosis/heldback.yaml,
 collected blind to the signature table; see orchestrator/diagnose_corpus.py)
 with `verdict()` and prints, per part, a per-layer table of entries, right,
 unknown and wrong answers, and the overall accuracy (for tune, also per file).

@@ -57,7 +57,7 @@ def exec_command(
     command: str,
     timeout: float,
     *,
-    on_text: Callable[[str, str], None] | None = None,
+    on_text: Callable[[str, str], object] | None = None,
     keep_chunks: int | None = None,
 ) -> Outcome:
     """Run `command` on `channel` (an unused session); give up and close it after `timeout` seconds.

@@ -75,9 +75,6 @@ class _LineWriter(io.TextIOBase):
             self._callback(line)
         return len(text)
 
-    def feed(self, text: str) -> None:
-        self.write(text)
-
     def flush_rest(self) -> None:
         if self._buf:
             self._callback(self._buf)
@@ -384,7 +381,7 @@ class FabricTransport(FanOut):
                         session,
                         line,
                         timeout + CLIENT_GRACE,
-                        on_text=(lambda s, text: writers[s].feed(text)) if writers else None,
+                        on_text=(lambda s, text: writers[s].write(text)) if writers else None,
                         keep_chunks=STREAMED_KEEP_CHUNKS if writers else None,
                     )
                 finally:
