@@ -1,4 +1,4 @@
-"""The `orch` executable: `orch exec` straight to a running connection holder, else the click CLI.
+"""The `orch` executable: `orch exec` straight to a running connection holder, or replayed, else the click CLI.
 
 When the fleet's connection holder is up (see `connections` and
 `transport.persist`), `orch exec -- CMD` only has to hand the request over and
@@ -11,6 +11,12 @@ prints (tests/test_warm_slice.py compares the two). Anything else, no holder,
 or a holder that refuses (e.g. an unknown lane, which the CLI then reports)
 goes to the click CLI, which starts a holder when warm connections are on.
 Once the holder accepted the command, its outcome is the command's.
+
+With warm connections off (`ORCH_SSH_PERSIST=0`, `ssh.persist: 0`), the same
+plain forms run on a replayed fleet record (`exec_replayed`, see
+transport/replay.py): the workers, their settings and what Fabric resolved for
+each, left by an earlier command on the unchanged fleet; the command connects
+with paramiko alone through the same FabricTransport and prints the same.
 """
 
 from __future__ import annotations
@@ -201,9 +207,66 @@ def _summary(results: dict[str, Any]) -> None:
         sys.stderr.write(f"  FAILED {host}: {r.describe()}\n")
 
 
+def exec_replayed(args: list[str]) -> int | None:
+    """Run a plain `orch exec` with warm connections off on a replayed fleet record (transport/replay.py):
+    its exit code, or None to take the click CLI (no whole, current record, or it names no such workers)."""
+    req = parse(args)
+    fleet = wire.fleet_file(req["fleet"]) if req is not None else None
+    if req is None or fleet is None:
+        return None
+    from orchestrator.transport import replay
+
+    try:
+        record = replay.load(wire.holder_key(fleet, fleet.read_bytes(), req["keyed"]))
+    except OSError:
+        return None
+    if record is None or not (wire.persist_disabled() or not record.ssh.persist):
+        return None  # warm connections on: the CLI starts (or finds) the holder, so the next command is warm
+    workers = record.select(req["select"]["lane"], req["select"]["workers"])
+    if not workers or any(w.name not in record.connections for w in workers):
+        return None
+    from orchestrator.transport.fabric import FabricTransport
+
+    transport = FabricTransport(
+        workers,
+        record.ssh,
+        base_dir=record.base_dir,
+        replay={w.name: record.connections[w.name] for w in workers},
+        **req["keyed"],
+    )
+    width = max(len(w.name) for w in workers)
+
+    def stream(host: str, kind: str, line: str) -> None:
+        out = sys.stderr if kind == "stderr" else sys.stdout
+        out.write(f"{host:<{width}} | {line}\n")
+        out.flush()
+
+    try:
+        results = transport.run(
+            req["argv"], timeout=req["timeout"], on_line=None if req["json"] else stream, end_on_timeout=True
+        )
+    except KeyboardInterrupt:  # as click does
+        sys.stderr.write("Aborted!\n")
+        return 1
+    finally:
+        transport.close()
+    if req["json"]:
+        doc = {"schema_version": 1, "argv": req["argv"], "results": [r.to_dict() for r in results.values()]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        _summary(results)
+    for worker, host, fingerprint in transport.accepted_keys:
+        sys.stderr.write(
+            f"orch: recorded new host key for {worker} ({host}) {fingerprint} in {transport.known_hosts_display}\n"
+        )
+    return 1 if any(r.failed for r in results.values()) else 0
+
+
 def main() -> None:
-    """`orch`: the warm `exec` fast path, else the click CLI."""
+    """`orch`: the warm `exec` fast path, then a replayed one (warm connections off), else the click CLI."""
     code = exec_warm(sys.argv[1:])
+    if code is None:
+        code = exec_replayed(sys.argv[1:])
     if code is not None:
         sys.stdout.flush()
         sys.exit(code)

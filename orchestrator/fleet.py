@@ -22,6 +22,8 @@ from hostside.folklore import FOLKLORE_VARS as FOLKLORE_VARS  # a profile settin
 from hostside.pins import is_exact, project_names
 from orchestrator.errors import ConfigError
 from orchestrator.fleet_values import MAX_WORKERS, Address, Command, Word, WorkerPath, is_name
+from orchestrator.workers import WorkerRef as WorkerRef  # its home; callers import it here too
+from orchestrator.workers import select_workers as select_workers
 from orchestrator.yamlsrc import Located, did_you_mean, format_path, load
 
 FLEET_ENV = "ORCH_FLEET"
@@ -302,24 +304,6 @@ class FleetModel(_Model):
 
 
 @dataclass(frozen=True)
-class WorkerRef:
-    """A worker with everything needed to reach it and place it in its slice."""
-
-    name: str  # "<slice>-w<index>", unique in the fleet
-    slice: str
-    index: int
-    host: str  # address or ssh alias, as given to SSH
-    port: int | None  # None: let ssh config decide
-    user: str | None
-    identity_file: str | None
-    internal_address: str
-    root: str
-    shared_dir: str | None
-    python: str
-    lane: str | None
-
-
-@dataclass(frozen=True)
 class Fleet:
     """A validated fleet with its source location."""
 
@@ -392,34 +376,6 @@ class Fleet:
         if workers is None:
             return pool
         return select_workers(pool, workers, fleet_path=self.path)
-
-
-def select_workers(pool: list[WorkerRef], spec: str, *, fleet_path: Path) -> list[WorkerRef]:
-    """Pick workers from `pool` by a comma list of names, globs or index ranges."""
-    import fnmatch
-
-    chosen: dict[str, WorkerRef] = {}
-    tokens = [t.strip() for t in spec.split(",") if t.strip()]
-    if not tokens:
-        raise ConfigError(
-            f"--workers {spec!r} names no worker; expected names, globs or index ranges, "
-            f"comma-separated (have: {', '.join(w.name for w in pool)})"
-        )
-    for token in tokens:
-        if re.fullmatch(r"\d{1,9}(-\d{1,9})?", token):
-            lo, _, hi = token.partition("-")
-            hits = [w for w in pool if int(lo) <= w.index <= int(hi or lo)]
-        else:
-            hits = [w for w in pool if fnmatch.fnmatchcase(w.name, token)]
-        if not hits:
-            raise ConfigError(
-                f"--workers: '{token}' matches no worker"
-                f"{did_you_mean(token, [w.name for w in pool])} "
-                f"(have: {', '.join(w.name for w in pool)})"
-            )
-        for w in hits:
-            chosen[w.name] = w
-    return sorted(chosen.values(), key=lambda w: (w.slice, w.index))
 
 
 # ---------------------------------------------------------------------------

@@ -40,18 +40,22 @@ if WARM_SESSION:
     os.environ["ORCH_SSH_PERSIST"] = ""
     os.environ["ORCH_PERSIST_DIR"] = str(Path(tempfile.mkdtemp(prefix="orch-tw-")) / "h")
 else:
+    import tempfile
+
     os.environ["ORCH_SSH_PERSIST"] = "0"
+    # What commands record for a replayed `orch exec` (transport/replay.py) stays in the session's own
+    # directory, never the user's.
+    os.environ["ORCH_PERSIST_DIR"] = str(Path(tempfile.mkdtemp(prefix="orch-tr-")) / "h")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Stop the session's holders (ORCH_TEST_WARM=1), so none outlives the tests."""
-    if WARM_SESSION:
+    """Stop the session's holders (ORCH_TEST_WARM=1), so none outlives the tests, and remove their directory."""
+    directory = Path(os.environ["ORCH_PERSIST_DIR"])
+    if WARM_SESSION and directory.exists():
         from orchestrator import connections
 
-        directory = Path(os.environ["ORCH_PERSIST_DIR"])
-        if directory.exists():
-            connections.stop_holders(directory)
-        shutil.rmtree(directory.parent, ignore_errors=True)
+        connections.stop_holders(directory)
+    shutil.rmtree(directory.parent, ignore_errors=True)
 
 
 # Fixture modules kept next to this file.

@@ -100,14 +100,20 @@ class Context:
     host_key_policy: str | None = None
     connect_timeout: float | None = None
     _fleet: Fleet | None = field(default=None, repr=False)
+    _fleet_content: bytes | None = field(default=None, repr=False)
     _transports: list[FabricTransport] = field(default_factory=list, repr=False)
+    _plain: list[FabricTransport] = field(default_factory=list, repr=False)  # with the fleet's settings only
 
     def fleet(self) -> Fleet:
         """The validated fleet (loaded once per command)."""
         if self._fleet is None:
+            from orchestrator import connections
             from orchestrator.fleet import load_fleet
 
+            found = connections.fleet_file(self.fleet_path)
+            content = found.read_bytes() if found is not None else None
             self._fleet = load_fleet(self.fleet_path)
+            self._fleet_content = content
         return self._fleet
 
     def transport(self, workers: list[WorkerRef] | tuple[WorkerRef, ...], **overrides: Any) -> FabricTransport:
@@ -120,7 +126,27 @@ class Context:
             overrides.setdefault("connect_timeout", self.connect_timeout)
         transport = for_fleet(self.fleet(), workers, **overrides)
         self._transports.append(transport)
+        if set(overrides) <= {"host_key_policy", "connect_timeout"}:
+            self._plain.append(transport)
         return transport
+
+    def remember_connections(self) -> None:
+        """Record what this command's direct connections resolved, for a replayed `orch exec`
+        (transport/replay.py); only when the fleet file still holds what was validated."""
+        resolved = {name: r for t in self._plain for name, r in t.resolved.items()}
+        if not resolved or self._fleet is None or self._fleet_content is None:
+            return
+        from orchestrator import connections
+        from orchestrator.transport import replay
+
+        keyed = {
+            k: v for k, v in (("host_key_policy", self.host_key_policy), ("connect_timeout", self.connect_timeout))
+        }
+        try:
+            if self._fleet.path.read_bytes() == self._fleet_content:
+                replay.save(self._fleet, self._fleet_content, {k: v for k, v in keyed.items() if v}, resolved)
+        except (OSError, connections.WireError):
+            pass  # a record only saves time; without one the next command connects as this one did
 
     def report_accepted_keys(self) -> None:
         """Say which first-seen host keys accept-new recorded (never silent)."""
@@ -255,6 +281,7 @@ def main(
         fleet_path=fleet_path, debug=debug, host_key_policy=host_key_policy, connect_timeout=connect_timeout
     )
     ctx.call_on_close(ctx.obj.report_accepted_keys)
+    ctx.call_on_close(ctx.obj.remember_connections)
 
 
 def error_document(exc: OrchError) -> dict[str, Any]:

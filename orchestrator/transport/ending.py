@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from orchestrator.transport.channel import exec_command, supported
 from orchestrator.transport.protocol import command_line
 
 # The remote `timeout` sends KILL this long after TERM to a command that ignores TERM.
@@ -38,6 +39,18 @@ def end_task(conn: Any, tag: str) -> str:
 
     def attempt() -> None:
         try:
+            opener = getattr(conn, "create_session", None)  # a replayed connection (replay.py) has no `run`
+            session = opener() if opener is not None else None
+            if session is not None and supported(session):  # read on the session itself, as run_one does
+                try:
+                    done = exec_command(session, line, ENDING_TIMEOUT)
+                    if not done.timed_out:  # else: no answer in time, as below
+                        outcome["result"] = done
+                finally:
+                    session.close()
+                return
+            if session is not None:
+                session.close()
             outcome["result"] = conn.run(line, hide=True, warn=True, pty=False, in_stream=False, timeout=ENDING_TIMEOUT)
         except Exception as exc:
             outcome["error"] = exc

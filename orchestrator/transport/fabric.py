@@ -15,19 +15,19 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import OrchError
-from orchestrator.fleet import Fleet, SshSettings, WorkerRef
 from orchestrator.transport.algorithms import transport_class
 from orchestrator.transport.channel import Outcome, exec_command, supported
 from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
 from orchestrator.transport.limits import ensure_open_files
+from orchestrator.transport.output import STREAMED_KEEP_CHUNKS, LineWriter, remote_runner_class
 from orchestrator.transport.protocol import (
     FanOut,
     LineCallback,
@@ -35,10 +35,14 @@ from orchestrator.transport.protocol import (
     LocalSource,
     Result,
     Stdin,
-    StdinSource,
     command_line,
     source_name,
 )
+from orchestrator.transport.replay import DirectConnection, record
+from orchestrator.workers import WorkerRef
+
+if TYPE_CHECKING:  # the fleet model imports pydantic: a replayed `orch exec` (replay.py) never needs it
+    from orchestrator.fleet import Fleet
 
 # paramiko logs connection failures itself (e.g. "Exception (client): Error
 # reading SSH protocol banner"); we report them per host instead.
@@ -61,76 +65,6 @@ KEEPALIVE_INTERVAL = 15
 TRANSFER_IDLE_TIMEOUT = 30.0
 
 
-class _LineWriter(io.TextIOBase):
-    """A stream that hands complete lines to a callback (for prefixed streaming)."""
-
-    def __init__(self, callback: Callable[[str], None]) -> None:
-        self._callback = callback
-        self._buf = ""
-
-    def write(self, text: str) -> int:
-        self._buf += text
-        while "\n" in self._buf:
-            line, self._buf = self._buf.split("\n", 1)
-            self._callback(line)
-        return len(text)
-
-    def flush_rest(self) -> None:
-        if self._buf:
-            self._callback(self._buf)
-            self._buf = ""
-
-
-# A streamed command keeps only this much of its latest output in its Result (the tail, for
-# error messages): a watch that streams for days must not hold everything it streamed.
-STREAMED_KEEP_CHUNKS = 64
-
-
-def _remote_runner_class() -> type:
-    """Fabric's remote runner, made for large and long-lived output.
-
-    - stdin is read in whole chunks: invoke reads a non-tty stdin one byte per
-      loop iteration with a 10 ms sleep in between (made for interactive
-      terminals), so a 1.6 KB JSON request took 16 s. We only ever pass
-      complete documents, so read them at once.
-    - output is read in 64 KiB chunks (invoke's 1000 bytes cost a Python loop
-      per kilobyte) and decoded incrementally, so a character split between
-      two reads is not replaced;
-    - invoke's autoresponder joins the whole captured output on every chunk
-      (quadratic in the output's size); orch sets no responders, so it is
-      skipped;
-    - a streamed command (output passed to a callback) keeps only the tail of
-      its output in the Result.
-    """
-    import codecs
-
-    from fabric.runners import Remote
-
-    class ChunkedStdinRemote(Remote):  # type: ignore[misc]  # fabric has no type hints
-        read_chunk_size = 1 << 16
-
-        def read_our_stdin(self, input_: StdinSource) -> str:
-            return input_.read(1 << 16)
-
-        def read_proc_output(self, reader: Callable[[int], bytes]) -> Iterator[str]:
-            decoder = codecs.getincrementaldecoder(self.encoding or "utf-8")("replace")
-            while True:
-                data = reader(self.read_chunk_size)
-                text = decoder.decode(data or b"", final=not data)
-                if text:
-                    yield text
-                if not data:
-                    return
-
-        def respond(self, buffer_: list[str]) -> None:
-            if self.watchers:
-                super().respond(buffer_)
-            elif not self.opts.get("hide") and len(buffer_) > 2 * STREAMED_KEEP_CHUNKS:
-                del buffer_[:-STREAMED_KEEP_CHUNKS]
-
-    return ChunkedStdinRemote
-
-
 class _ClientGaveUp(Exception):
     """`channel.exec_command` reached the client's deadline (invoke raises CommandTimedOut)."""
 
@@ -139,13 +73,45 @@ class _ClientGaveUp(Exception):
         self.result = result
 
 
+class SshOptions(Protocol):
+    """The fleet's `ssh:` settings a transport reads (the pydantic `SshSettings`, or a replayed copy)."""
+
+    @property
+    def connect_timeout(self) -> float: ...
+
+    @property
+    def command_timeout(self) -> float: ...
+
+    @property
+    def max_parallel(self) -> int: ...
+
+    @property
+    def host_key_policy(self) -> str: ...
+
+    @property
+    def known_hosts(self) -> str | None: ...
+
+    @property
+    def config_file(self) -> str | None: ...
+
+
+def _run_invoke(conn: Any, line: str, kwargs: dict[str, Any]) -> Any:
+    """`conn.run` (invoke's runner: commands with stdin); its client timeout raised as `_ClientGaveUp`."""
+    from invoke.exceptions import CommandTimedOut
+
+    try:
+        return conn.run(line, **kwargs)
+    except CommandTimedOut as exc:
+        raise _ClientGaveUp(Outcome(-1, exc.result.stdout, exc.result.stderr, timed_out=True)) from None
+
+
 class FabricTransport(FanOut):
     """The real `Transport`: parallel SSH to a set of workers, one reused connection per worker."""
 
     def __init__(
         self,
         workers: Iterable[WorkerRef],
-        settings: SshSettings | None = None,
+        settings: SshOptions | None = None,
         *,
         known_hosts: Path | None = None,
         base_dir: Path | None = None,
@@ -154,8 +120,12 @@ class FabricTransport(FanOut):
         command_timeout: float | None = None,
         max_parallel: int | None = None,
         transfer_timeout: float | None = None,
+        replay: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        settings = settings or SshSettings.model_validate({})
+        if settings is None:
+            from orchestrator.fleet import SshSettings
+
+            settings = SshSettings.model_validate({})
         self.workers = {w.name: w for w in workers}
         ensure_open_files(len(self.workers))
         self.base_dir = base_dir or Path.cwd()
@@ -181,6 +151,10 @@ class FabricTransport(FanOut):
         self._connections: dict[str, Any] = {}
         self._conn_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="orch-ssh")
+        # worker -> what Fabric resolved for it: given (a replayed `orch exec`, replay.py), or
+        # recorded here from each direct connection made, for the next command to replay
+        self.replay = dict(replay or {})
+        self.resolved: dict[str, dict[str, Any]] = {}
 
     # -- connections -------------------------------------------------------
 
@@ -197,20 +171,28 @@ class FabricTransport(FanOut):
         except BaseException:
             _close_chain(conn)
             raise
+        resolved = record(conn) if name not in self.replay else None
         with self._conn_lock:
             self._connections[name] = conn
+            if resolved is not None:
+                self.resolved[name] = resolved
         return conn
 
     def _build_connection(self, name: str) -> Any:
-        """An unopened Fabric connection to a worker, with its gateway chain, every hop checked."""
+        """An unopened Fabric connection to a worker, with its gateway chain, every hop checked
+        (a replayed worker's: a `DirectConnection`, checked the same way)."""
+        w = self.workers[name]
+        if name in self.replay:
+            direct = DirectConnection(self.replay[name])
+            self._check_keys(direct, w, "")
+            return direct
         from fabric import Config
 
-        w = self.workers[name]
         key_file = None
         if w.identity_file:
             key = Path(os.path.expanduser(w.identity_file))
             key_file = str(key if key.is_absolute() else self.base_dir / key)
-        overrides = {"runners": {"remote": _remote_runner_class()}}
+        overrides = {"runners": {"remote": remote_runner_class()}}
         config = (
             Config(runtime_ssh_path=self.ssh_config_path, overrides=overrides)
             if self.ssh_config_path
@@ -253,11 +235,15 @@ class FabricTransport(FanOut):
             connect_timeout=max(1, int(round(self.connect_timeout))),
             connect_kwargs=connect_kwargs,
         )
-        # Read here, not by paramiko: a bad line is skipped and named, @revoked and @cert-authority honoured.
+        self._check_keys(conn, w, role)
+        return conn
+
+    def _check_keys(self, conn: Any, w: WorkerRef, role: str) -> None:
+        """Our host-key policy and known_hosts on `conn`'s client (read here, not by paramiko: a bad
+        line is skipped and named, @revoked and @cert-authority honoured)."""
         known = read_known_hosts(self.known_hosts_path, self.memo)
         conn.client.set_missing_host_key_policy(_HostKeyPolicy(self, w, role, known))
         known.add_host_to(conn.client.get_host_keys(), conn.host, conn.port)
-        return conn
 
     def _gateway(self, conn: Any, w: WorkerRef, config: Any, via: tuple[str, ...]) -> Any:
         """How `conn` is reached: False (directly), a ProxyCommand string, or a checked hop Connection.
@@ -347,8 +333,6 @@ class FabricTransport(FanOut):
         are sent TERM, then KILL, and found gone), or the error says it is
         still being ended (the worker did not answer in time to confirm).
         """
-        from invoke.exceptions import CommandTimedOut
-
         timeout = self.command_timeout if timeout is None else timeout
         wrapper = ["timeout", "-k", str(KILL_AFTER), f"{timeout:g}"]
         tag = secrets.token_hex(8) if end_on_timeout else None
@@ -356,7 +340,7 @@ class FabricTransport(FanOut):
             wrapper += ["env", f"{TASK_TAG}={tag}"]
         line = command_line([*wrapper, *argv], env)
         start = time.monotonic()
-        writers: dict[str, _LineWriter] = {}
+        writers: dict[str, LineWriter] = {}
         conn = None
         try:
             conn = self._connection(name)
@@ -370,7 +354,7 @@ class FabricTransport(FanOut):
             if on_line:
                 callback = on_line
                 writers = {
-                    s: _LineWriter(lambda text, s=s: callback(name, s, text))  # type: ignore[misc]
+                    s: LineWriter(lambda text, s=s: callback(name, s, text))  # type: ignore[misc]
                     for s in ("stdout", "stderr")
                 }
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
@@ -391,8 +375,8 @@ class FabricTransport(FanOut):
             else:
                 if session is not None:
                     session.close()
-                res = conn.run(line, **kwargs)
-        except (CommandTimedOut, _ClientGaveUp) as exc:
+                res = _run_invoke(conn, line, kwargs)
+        except _ClientGaveUp as exc:
             # The client gave up first (the remote `timeout` may not have acted
             # yet, e.g. the command started late on a loaded worker).
             ending = end_task(conn, tag) if tag is not None else ""

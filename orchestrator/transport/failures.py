@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from orchestrator.errors import HostKeyError, OrchError
-from orchestrator.fleet import WorkerRef
+from orchestrator.workers import WorkerRef
 
 
 class Reaching(Protocol):

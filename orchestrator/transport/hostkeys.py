@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.errors import HostKeyError
-from orchestrator.fleet import WorkerRef
+from orchestrator.workers import WorkerRef
 
 
 class KnownHosts(Protocol):

@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import connections as wire
-from orchestrator.transport.fabric import FabricTransport, _chain, _remote_runner_class
+from orchestrator.transport.fabric import FabricTransport, _chain
 from orchestrator.transport.failures import classify_exception
 from orchestrator.transport.hostkeys import read_known_hosts
+from orchestrator.transport.output import remote_runner_class
 from orchestrator.transport.protocol import Result, StdinSource
 
 log = logging.getLogger("orchestrator.transport.persist")
@@ -48,7 +49,7 @@ _current = threading.local()  # the channels of the operation this thread works 
 
 def _tracked_runner_class() -> type:
     """The transport's remote runner, recording each channel it opens for the operation at hand."""
-    base = _remote_runner_class()
+    base = remote_runner_class()
 
     class TrackedRemote(base):  # type: ignore[misc,valid-type]  # fabric has no type hints
         def start(self, command: str, shell: str, env: dict[str, str], timeout: float | None = None) -> None:

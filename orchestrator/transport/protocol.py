@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any, Protocol, Self
 
 from orchestrator.errors import OrchError
-from orchestrator.fleet import WorkerRef
 from orchestrator.result import TAIL_LINES as TAIL_LINES  # Result's home (see result.py); callers import it here
 from orchestrator.result import Result as Result
+from orchestrator.workers import WorkerRef
 
 # Where a copy reads from: a local path or an open binary file object.
 LocalSource = str | os.PathLike[str] | IO[bytes]

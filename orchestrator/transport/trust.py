@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hostside.files import write_atomic
 from orchestrator.errors import HostKeyError
-from orchestrator.fleet import WorkerRef
+from orchestrator.workers import WorkerRef
 
 
 @dataclass(frozen=True)
