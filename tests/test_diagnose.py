@@ -1153,7 +1153,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.896 and tune.total.wrong <= 7, tune.total
+    assert tune.total.accuracy >= 0.934 and tune.total.wrong <= 6, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1161,7 +1161,7 @@ def test_tune_accuracy_does_not_regress():
     blind = score(load_corpus(BLIND_3_PATH), "tune")  # 69.0 % right, 0 wrong when it was held back
     assert blind.total.accuracy >= 0.94 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_4_PATH), "tune")  # 59.1 % right, 1 wrong when it was held back
-    assert blind.total.accuracy >= 0.59 and blind.total.wrong <= 1, blind.total
+    assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
