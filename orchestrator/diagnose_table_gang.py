@@ -340,11 +340,13 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "c10d-store-connect-failed",
         "collective",
         # c10d logs each failed connect to the store as a warning while it retries, so the line is
-        # the weakest confident answer: any other signature in the log outranks it. The IPv6
-        # fallback's "Address family not supported" warnings of healthy runs are not this class.
+        # the weakest confident answer: any other signature in the log outranks it. Only a connect
+        # that timed out (an address nothing answers at) and c10d's final error are the class: a
+        # refused connect is also what healthy gangs log while rank 0's store starts, and the
+        # IPv6 fallback's "Address family not supported" warnings are harmless.
         25,
-        r"\[c10d\] The client socket has failed to connect to \S+ \(errno: \d+ - "
-        r"(Connection timed out|Connection refused|No route to host)\)",
+        r"\[c10d\] The client socket has failed to connect to (\S+ \(errno: 110 - Connection timed out\)"
+        r"|any network address of )",
         "A node could not connect to the c10d store at MASTER_ADDR:MASTER_PORT (--rdzv_endpoint): check "
         "the address names the node hosting rank 0, that it is up, and that the port is reachable.",
         "https://github.com/hiyouga/LlamaFactory/issues/3715",

@@ -737,11 +737,16 @@ CLASS_VARIANTS = [
         "RuntimeError: Distributed system is not available; please initialize it via "
         "`jax.distributed.initialize()` at the start of your program.",
     ),
-    # the c10d store's connect refused or unroutable
+    # the c10d store's address answering nothing, in other releases' words and c10d's final error
+    # (ofsoundof/GRL-Image-Restoration#27, hpcaitech/Open-Sora#667)
     (
         "c10d-store-connect-failed",
-        "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node-1]:29500 (errno: 111 - "
-        "Connection refused).",
+        "trainer/0 [1]:[W socket.cpp:558] [c10d] The client socket has failed to connect to [::ffff:0.0.0.5]:40323 "
+        "(errno: 110 - Connection timed out).",
+    ),
+    (
+        "c10d-store-connect-failed",
+        "[E socket.cpp:753] [c10d] The client socket has failed to connect to any network address of (6841231, 47389).",
     ),
     # a spawned child the OOM killer took, as torch.multiprocessing reports it
     (
@@ -871,6 +876,16 @@ NOT_THE_CLASS = [
     (
         "[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 97 - "
         "Address family not supported by protocol).",
+        None,
+    ),
+    (
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node-1]:29500 (errno: 111 - "
+        "Connection refused).",
+        None,
+    ),
+    (
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - "
+        "Cannot assign requested address).",
         None,
     ),
     ("socket.timeout: timed out", None),
