@@ -52,7 +52,9 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
     sig(
         "ssh-agent-unreachable",
         "transport",
-        70,
+        # a symptom: a setup script's ssh-add without an agent may be harmless when a key file is
+        # given, so any more specific failure in the log outranks it
+        30,
         # the SSH client was told to use an agent that is not there (no SSH_AUTH_SOCK, a dead socket
         # after a nested login): paramiko's and OpenSSH's wordings
         r"AuthenticationException: Unable to connect to SSH agent"
