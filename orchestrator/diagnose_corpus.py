@@ -17,6 +17,9 @@ their entries:
   table; scored once as the held-back part (BLIND_3_HELD_SCORE), then folded
   into tune. Its entries from other stacks, set aside before scoring, stay in
   blind-3-offstack.yaml (OFFSTACK_HELD_SCORE) and are never counted.
+- tests/data/diagnosis/blind-4.yaml: the fourth set collected blind to the
+  table; scored once as the held-back part (BLIND_4_HELD_SCORE), then folded
+  into tune.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -48,7 +51,8 @@ CORPUS_PATH = DATA_DIR / "corpus.yaml"  # tune: collected by the hand that wrote
 BLIND_1_PATH = DATA_DIR / "blind-1.yaml"  # tune: the first blind set, scored once as held back
 BLIND_2_PATH = DATA_DIR / "blind-2.yaml"  # tune: the second blind set, scored once as held back
 BLIND_3_PATH = DATA_DIR / "blind-3.yaml"  # tune: the third blind set, scored once as held back
-TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH)
+BLIND_4_PATH = DATA_DIR / "blind-4.yaml"  # tune: the fourth blind set, scored once as held back
+TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 OFFSTACK_PATH = DATA_DIR / "blind-3-offstack.yaml"  # the third blind set's entries from other stacks, set aside
 # The set-aside entries' one score beside the third blind set: (entries, right, unknown, wrong); never counted.
@@ -91,11 +95,23 @@ BLIND_3_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (1, 0, 1, 0),
     "other": (6, 6, 0, 0),
 }
+BLIND_4_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (13, 9, 3, 1),
+    "runtime-proof": (5, 1, 4, 0),
+    "bundle-skew": (23, 14, 9, 0),
+    "cache": (4, 1, 3, 0),
+    "memory": (6, 5, 1, 0),
+    "collective": (7, 3, 4, 0),
+    "disk": (3, 2, 1, 0),
+    "hardware": (1, 0, 1, 0),
+    "other": (4, 4, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
     (BLIND_2_PATH, BLIND_2_HELD_SCORE),
     (BLIND_3_PATH, BLIND_3_HELD_SCORE),
+    (BLIND_4_PATH, BLIND_4_HELD_SCORE),
 )
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90

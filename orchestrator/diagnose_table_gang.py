@@ -208,14 +208,26 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         consequence=True,
     ),
     sig(
+        "jax-distributed-not-initialized",
+        "collective",
+        60,
+        # a multi-host barrier (Orbax's checkpoint sync, multihost_utils) with no JAX coordinator:
+        # jax.distributed.initialize() was never called on this gang
+        r"Distributed system is not available; please initiali[sz]e it via `?jax\.distributed\.initiali[sz]e\(\)",
+        "A multi-host barrier ran without the JAX coordinator: call jax.distributed.initialize() at the "
+        "start of the program on every worker (orch's launch sets the coordinator address for it).",
+        "https://github.com/google/orbax/issues/731",
+        "ValueError: Distributed system is not available; please initialize it via `jax.distributed.initialize()` "
+        "at the start of your program.",
+    ),
+    sig(
         "gloo-connect-failed",
         "collective",
         # gloo resolved this host to an address the peers cannot use (127.0.1.1, the wrong
         # interface) or the peer is not listening: GLOO_SOCKET_IFNAME fixes the first.
         60,
         r"gloo/transport/tcp/pair\.cc:\d+\] (connect \S+: |.*SO_ERROR: )"
-        r"(Connection refused|No route to host|Connection timed out|Network is unreachable)"
-        r"|gloo/transport/tcp/device\.cc:\d+\].*Unable to find address for",
+        r"(Connection refused|No route to host|Connection timed out|Network is unreachable)",
         "gloo could not connect to a peer: the host resolves to a loopback or wrong interface (set "
         "GLOO_SOCKET_IFNAME to the interface the workers share) or the peer rank is not up.",
         "https://github.com/pytorch/pytorch/issues/15592",
@@ -323,6 +335,23 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "reachable from every node (firewall, interface) and that the node hosting it is up.",
         "https://github.com/pytorch/pytorch/issues/76367",
         "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to (IP1, 2222).",
+    ),
+    sig(
+        "c10d-store-connect-failed",
+        "collective",
+        # c10d logs each failed connect to the store as a warning while it retries, so the line is
+        # the weakest confident answer: any other signature in the log outranks it. Only a connect
+        # that timed out (an address nothing answers at) and c10d's final error are the class: a
+        # refused connect is also what healthy gangs log while rank 0's store starts, and the
+        # IPv6 fallback's "Address family not supported" warnings are harmless.
+        25,
+        r"\[c10d\] The client socket has failed to connect to (\S+ \(errno: 110 - Connection timed out\)"
+        r"|any network address of )",
+        "A node could not connect to the c10d store at MASTER_ADDR:MASTER_PORT (--rdzv_endpoint): check "
+        "the address names the node hosting rank 0, that it is up, and that the port is reachable.",
+        "https://github.com/hiyouga/LlamaFactory/issues/3715",
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [::ffff:255.255.0.0]:29500 "
+        "(errno: 110 - Connection timed out).",
     ),
     sig(
         "xla-mesh-connect-check-failed",

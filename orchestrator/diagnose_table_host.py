@@ -36,7 +36,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "disk",
         70,
         r"This might be caused by insufficient shared memory \(shm\)"
-        r"|It is possible that dataloader's workers are out of shared memory",
+        r"|It is possible that dataloader's workers are out of shared memory"
+        # older torch names only the signal: a worker's write to a full /dev/shm faults (pytorch/pytorch#5040)
+        r"|DataLoader worker \(pid(\(s\))? [^)]*\) is killed by signal: Bus error",
         "/dev/shm is too small for the data-loading workers: enlarge it (a container's --shm-size) or "
         "lower num_workers.",
         "https://github.com/microsoft/RepPoints/issues/18",

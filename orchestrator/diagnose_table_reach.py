@@ -39,7 +39,8 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         # the same refusal seen from the key's side, or after too many keys were offered
         r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
         r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
-        r"|PasswordRequiredException: [Pp]rivate key file is encrypted|SSHException: No existing session"
+        # paramiko's refusal of a key with a passphrase, also as Ansible reworded it (ansible/ansible#446)
+        r"|(PasswordRequiredException|FAILED): [Pp]rivate key file is encrypted|SSHException: No existing session"
         r"|SSHException: No authentication methods available|Bad owner or permissions on \S*\.ssh/"
         # the worker's sshd log names the refused user
         r"|sshd\[\d+\]: (Invalid user \S+ +from|Failed publickey for (invalid user )?\S+ from)",
@@ -47,6 +48,34 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "for this worker (authorized_keys on the worker; key path, permissions, format and agent on this side).",
         "https://github.com/openai/tart/issues/1135",
         "admin@192.168.64.15: Permission denied (publickey,password,keyboard-interactive).",
+    ),
+    sig(
+        "ssh-agent-unreachable",
+        "transport",
+        # a symptom: a setup script's ssh-add without an agent may be harmless when a key file is
+        # given, so any more specific failure in the log outranks it
+        30,
+        # the SSH client was told to use an agent that is not there (no SSH_AUTH_SOCK, a dead socket
+        # after a nested login): paramiko's and OpenSSH's wordings
+        r"AuthenticationException: Unable to connect to SSH agent"
+        r"|Could not open a connection to your authentication agent"
+        r"|Error connecting to agent: (No such file or directory|Connection refused)",
+        "The SSH client could not reach its key agent (SSH_AUTH_SOCK unset or stale, e.g. under a nested "
+        "login): give the fleet an explicit key file for this worker, or start the agent and add the key.",
+        "https://github.com/aws/aws-parallelcluster/pull/1224",
+        "paramiko.ssh_exception.AuthenticationException: Unable to connect to SSH agent",
+    ),
+    sig(
+        "ssh-dsa-key-rejected",
+        "transport",
+        70,
+        # cryptography refuses the parameters of a DSA key (the login key, or a DSA host key in the
+        # exchange) that paramiko hands it: the key type, not the network, fails the login
+        r"\b(q must be exactly 160, 224,? or 256|p must be exactly 1024, 2048,? (or 3072|3072,? or 4096)) bits long",
+        "paramiko could not use a DSA (ssh-dss) key: that key type is obsolete; give the fleet an "
+        "ed25519 (or RSA) key for this worker, and check the ssh user is the right one.",
+        "https://github.com/fabric/fabric/issues/2182",
+        "Unknown exception: q must be exactly 160, 224, or 256 bits long",
     ),
     sig(
         "ssh-algorithm-negotiation",
@@ -154,6 +183,19 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "(refused credentials, unreachable port, unknown host key); check the fleet's ssh settings for it.",
         "https://github.com/paramiko/paramiko/issues/2316",
         'File "D:\\23.10.17\\smartIDC\\python39\\lib\\site-packages\\paramiko\\client.py", line 766, in _auth',
+    ),
+    sig(
+        "gloo-hostname-unresolved",
+        "transport",
+        70,
+        # gloo resolves this host's own name to pick its interface; a name with no usable address
+        # (a container hostname, no /etc/hosts entry) fails before any peer is contacted
+        r"gloo/transport/tcp/device\.cc:\d+\].*Unable to find address for",
+        "gloo could not resolve this host's name to an address: give the worker a resolvable hostname "
+        "(/etc/hosts or DNS) or set GLOO_SOCKET_IFNAME to the interface the workers share.",
+        "https://github.com/msr-fiddle/pipedream/issues/32",
+        "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. "
+        "Unable to find address for: dgx-1.ai",
     ),
     sig(
         "ssh-resolve-hostname",

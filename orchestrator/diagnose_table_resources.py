@@ -227,7 +227,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         20,
         r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
         r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
-        r"|returned non-zero exit status -9\b",
+        r"|returned non-zero exit status -9\b"
+        # torch.multiprocessing (xmp.spawn) reporting a child the OOM killer took
+        r"|process \d+ terminated with signal SIGKILL\b",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
         "'Out of memory' on that worker.",
         "https://github.com/tmux/tmux/issues/2364",

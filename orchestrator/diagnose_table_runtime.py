@@ -93,12 +93,41 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "gce-metadata-fetch",
         "runtime-proof",
         65,
-        r"Failed to fetch URL on try \d+ out of \d+|Failed to get TPU metadata",
+        r"Failed to fetch URL on try \d+ out of \d+|Failed to get TPU metadata"
+        # the runtime's own query of the TPU VM's attributes refused, missing (an old TPU Node, a
+        # container without the metadata server) or unreachable, as requests/urllib3 word it
+        r"|(HTTP [45]\d\d for url:?|[45]\d\d \w+ Error: [\w ]+ for url:|Max retries exceeded with url:) "
+        r"\S*computeMetadata/v1/instance/attributes/"
+        r"(tpu-env|accelerator-type|agent-worker-number|worker-network-endpoints)\b",
         "libtpu is polling the GCE metadata server: set TPU_SKIP_MDS_QUERY=1 with explicit "
         "TPU_ACCELERATOR_TYPE, TPU_WORKER_ID and TPU_WORKER_HOSTNAMES (the fleet's runtime policy does).",
         "https://github.com/jax-ml/jax/issues/14300",
         "I0000 00:00:1671728351.222598      12 common_lib.cc:145] Failed to fetch URL on try 1 out of 6: "
         "Timeout was reached",
+    ),
+    sig(
+        "jax-tpu-node-unsupported",
+        "runtime-proof",
+        70,
+        # JAX >= 0.4 drives only TPU VMs; an old TPU Node (Colab's, tpu_driver) never comes up
+        r"JAX only supports TPU VMs, not the older Colab TPUs",
+        "This JAX cannot drive the old TPU Node architecture (Colab's TPU): run on a TPU VM, or use a "
+        "bundle of a JAX release before 0.4 on that device.",
+        "https://github.com/sanchit-gandhi/whisper-jax/issues/34",
+        "As of JAX 0.4.0, JAX only supports TPU VMs, not the older Colab TPUs.",
+    ),
+    sig(
+        "xla-flags-unknown",
+        "runtime-proof",
+        65,
+        # XLA aborts at start-up on a flag in XLA_FLAGS it does not define (a typo, a dash pasted as
+        # an en dash, a flag of another XLA release)
+        r"Unknown flags? in XLA_FLAGS:",
+        "XLA_FLAGS in the run's environment holds a flag this XLA does not define (a typo, a flag of "
+        "another release): fix the lane's runtime profile, and set flags only there, before launch.",
+        "https://github.com/jax-ml/jax/issues/13148",
+        "F external/org_tensorflow/tensorflow/compiler/xla/parse_flags_from_env.cc:226] Unknown flags in "
+        "XLA_FLAGS: -\u2013xla_force_host_platform_device_count=4",
     ),
     sig(
         "jax-distributed-after-backend",
@@ -388,13 +417,40 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "frontend-attribute-missing",
         "bundle-skew",
         65,
-        r"AttributeError(: |\(\"?)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no attribute"
+        r"(AttributeError(: |\(\"?)|^\W*)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no "
+        r"attribute"
+        # jax's config object lost its define_*_state API (jax 0.4.25) under an older flax/orbax/chex
+        r"|'Config' object has no attribute 'define_\w+_state'"
         # the TPU backend failing on it (JAX also probes the GPU plugins at INFO level, harmlessly)
         r"|Unable to initialize backend 'tpu': module '(jax|jaxlib|libtpu)\b[\w.]*' has no attribute",
         "A jax/torch_xla module lacks a name another installed package (or jax itself) expects: the "
         "versions do not belong together; install the set the bundle pins.",
         "https://github.com/blackjax-devs/blackjax/issues/787",
         "AttributeError: module 'jax.core' has no attribute 'Shape'",
+    ),
+    sig(
+        "libtpu-unknown-flag",
+        "bundle-skew",
+        60,
+        # libtpu parses the flags the framework passes it (LIBTPU_INIT_ARGS, torch_xla's defaults) and
+        # stops at one its release does not define: the framework is of another release than libtpu
+        r"Unknown command line flag '(xla|tpu|megascale|libtpu)_\w+'",
+        "libtpu does not know a flag the framework passes it: torch_xla/jax and libtpu are of different "
+        "releases; install the matching set (the bundle's lock), or drop the flag from LIBTPU_INIT_ARGS.",
+        "https://github.com/pytorch/xla/issues/6990",
+        "ERROR: Unknown command line flag 'xla_latency_hiding_scheduler_rerun'",
+    ),
+    sig(
+        "xrt-op-not-registered",
+        "bundle-skew",
+        65,
+        # torch_xla's XRT client asks the TPU runtime for an op its (older) release lacks
+        r"Op type not registered 'XRT\w+' in binary running on",
+        "The TPU runtime is of an older release than the torch_xla client (an XRT op is missing): "
+        "recreate the TPU with the runtime version matching torch_xla, or install the matching torch_xla.",
+        "https://github.com/pytorch/xla/issues/659",
+        "(Not found: Op type not registered 'XRTAllocateFromTensor' in binary running on n-a66176ae-w-0. "
+        "Make sure the Op and Kernel are registered in the binary running in this process.",
     ),
     sig(
         "tpu-host-topology-mismatch",

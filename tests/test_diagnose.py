@@ -17,6 +17,7 @@ from orchestrator.diagnose_corpus import (
     BLIND_1_PATH,
     BLIND_2_PATH,
     BLIND_3_PATH,
+    BLIND_4_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -222,8 +223,10 @@ CLASS_VARIANTS = [
         "  what():  [enforce fail at /home/s/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. "
         "SO_ERROR: Connection refused",
     ),
+    # gloo given an interface name it finds no address for: the host's network setup, as for an
+    # unresolvable hostname (msr-fiddle/pipedream#32), not a peer of the gang
     (
-        "gloo-connect-failed",
+        "gloo-hostname-unresolved",
         "RuntimeError: [enforce fail at .../gloo/transport/tcp/device.cc:84] ifa != nullptr. "
         "Unable to find address for: ^lo",
     ),
@@ -667,6 +670,91 @@ CLASS_VARIANTS = [
         "I0902 03:34:21.925864 140070334211904 session_support.py:391] ShutdownHook: lame workers found: "
         "HeartbeatManager(/job:worker/replica:0/task:1/device:CPU:0)",
     ),
+    # the fourth blind set's classes, each in another thread's or tool's wording:
+    # a DSA key's parameters refused, as the q and p checks word it (paramiko/paramiko#909, CrackMapExec#813)
+    ("ssh-dsa-key-rejected", "ValueError: q must be exactly 160, 224, or 256 bits long"),
+    ("ssh-dsa-key-rejected", 'keller | UNREACHABLE! => {"msg": "p must be exactly 1024, 2048, or 3072 bits long",'),
+    (
+        "ssh-dsa-key-rejected",
+        "ERROR:paramiko.transport:Unknown exception: p must be exactly 1024, 2048, 3072, or 4096 bits long",
+    ),
+    # no key agent to talk to, as OpenSSH's ssh-add says it
+    ("ssh-agent-unreachable", "Could not open a connection to your authentication agent."),
+    ("ssh-agent-unreachable", "Error connecting to agent: No such file or directory"),
+    # an encrypted key file, as paramiko and Ansible say it
+    ("ssh-permission-denied", "> web-c1m1d.sys.dev | FAILED => FAILED: Private key file is encrypted"),
+    # gloo finding no address for the name or interface it was given
+    (
+        "gloo-hostname-unresolved",
+        "RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. "
+        "Unable to find address for: eth0",
+    ),
+    # the TPU VM's attributes not served, as torch_xla, requests and urllib3 word it
+    (
+        "gce-metadata-fetch",
+        "HTTP 404 for url http://metadata.google.internal/computeMetadata/v1/instance/attributes/tpu-env",
+    ),
+    (
+        "gce-metadata-fetch",
+        "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+        "http://metadata.google.internal/computeMetadata/v1/instance/attributes/accelerator-type",
+    ),
+    (
+        "gce-metadata-fetch",
+        "requests.exceptions.ConnectionError: HTTPConnectionPool(host='metadata.google.internal', port=80): Max "
+        "retries exceeded with url: /computeMetadata/v1/instance/attributes/agent-worker-number (Caused by",
+    ),
+    (
+        "jax-tpu-node-unsupported",
+        "RuntimeError: As of JAX 0.4.0, JAX only supports TPU VMs, not the older Colab TPUs. We recommend",
+    ),
+    # XLA_FLAGS with a flag of another XLA release (google-research/proteinfer#87), and the singular form
+    (
+        "xla-flags-unknown",
+        "tensorflow/compiler/xla/parse_flags_from_env.cc:221] Unknown flags in XLA_FLAGS: "
+        "--xla_gpu_enable_triton_gemm=false",
+    ),
+    ("xla-flags-unknown", "F parse_flags_from_env.cc:233] Unknown flag in XLA_FLAGS: --xla_dump_hlo_as_txt"),
+    # libtpu refusing a framework's flag (googlecolab/colabtools#4628, a MaxText flag on an older libtpu)
+    ("libtpu-unknown-flag", "ERROR: Unknown command line flag 'xla_tpu_enable_async_collective_fusion_multiple_steps'"),
+    ("libtpu-unknown-flag", "ERROR: Unknown command line flag 'megascale_grpc_enable_xor_tracer'"),
+    # other XRT ops an older TPU runtime lacks (pytorch/xla#1693, #2567)
+    (
+        "xrt-op-not-registered",
+        "(Not found: Op type not registered 'XRTMetricsCollect' in binary running on n-b54da58f-w-0.",
+    ),
+    (
+        "xrt-op-not-registered",
+        "Status: Not found: Op type not registered 'XRTMemoryInfo' in binary running on n-20b44ff6-w-0.",
+    ),
+    # a frontend API missing, without the exception's name, and jax's config object (flax#3180, diffusers)
+    ("frontend-attribute-missing", "module 'jax' has no attribute 'tree_multimap'"),
+    ("frontend-attribute-missing", "AttributeError: module 'jax.config' has no attribute 'define_bool_state'"),
+    ("frontend-attribute-missing", "'Config' object has no attribute 'define_bool_state'"),
+    ("frontend-attribute-missing", "AttributeError: 'Config' object has no attribute 'define_enum_state'"),
+    (
+        "jax-distributed-not-initialized",
+        "RuntimeError: Distributed system is not available; please initialize it via "
+        "`jax.distributed.initialize()` at the start of your program.",
+    ),
+    # the c10d store's address answering nothing, in other releases' words and c10d's final error
+    # (ofsoundof/GRL-Image-Restoration#27, hpcaitech/Open-Sora#667)
+    (
+        "c10d-store-connect-failed",
+        "trainer/0 [1]:[W socket.cpp:558] [c10d] The client socket has failed to connect to [::ffff:0.0.0.5]:40323 "
+        "(errno: 110 - Connection timed out).",
+    ),
+    (
+        "c10d-store-connect-failed",
+        "[E socket.cpp:753] [c10d] The client socket has failed to connect to any network address of (6841231, 47389).",
+    ),
+    # a spawned child the OOM killer took, as torch.multiprocessing reports it
+    (
+        "process-killed",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal SIGKILL",
+    ),
+    # /dev/shm full under the DataLoader, with only the signal named
+    ("shm-too-small", "RuntimeError: DataLoader worker (pid(s) 1234) is killed by signal: Bus error."),
 ]
 
 
@@ -777,6 +865,38 @@ NOT_THE_CLASS = [
         "RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: Invalid "
         "--2a886c8_slice_builder_worker_addresses specified. Expected 4 worker addresses, got 1.",
         "tpu-topology-worker-addresses",
+    ),
+    # near misses of the fourth blind set's classes: another program's flag, another model's config,
+    # a custom op, another metadata attribute, healthy runs' IPv6 fallback warning, other exits
+    ("ERROR: Unknown command line flag 'learning_rate'", None),
+    ("AttributeError: 'Config' object has no attribute 'model_type'", None),
+    ("AttributeError: 'LlamaConfig' object has no attribute 'define_bool_state'", None),
+    ("Op type not registered 'MyCustomOp' in binary running on localhost.", None),
+    ("HTTP 404 for url http://metadata.google.internal/computeMetadata/v1/instance/attributes/ssh-keys", None),
+    (
+        "[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 97 - "
+        "Address family not supported by protocol).",
+        None,
+    ),
+    (
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node-1]:29500 (errno: 111 - "
+        "Connection refused).",
+        None,
+    ),
+    (
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - "
+        "Cannot assign requested address).",
+        None,
+    ),
+    ("socket.timeout: timed out", None),
+    ("process 0 terminated with exit code 1", None),
+    ("process 0 terminated with signal SIGSEGV", None),
+    ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Segmentation fault.", None),
+    # gloo's refused connect stays the gang's, apart from the unresolvable name
+    (
+        "RuntimeError: [/opt/conda/conda-bld/pytorch/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] "
+        "connect [127.0.1.1]:3210: Connection refused",
+        "gloo-connect-failed",
     ),
 ]
 
@@ -979,10 +1099,10 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    order = [CORPUS_PATH.name, BLIND_1_PATH.name, BLIND_2_PATH.name, BLIND_3_PATH.name]
+    order = [CORPUS_PATH.name, BLIND_1_PATH.name, BLIND_2_PATH.name, BLIND_3_PATH.name, BLIND_4_PATH.name]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
-    assert files.count(BLIND_3_PATH.name) == 71
+    assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1042,7 +1162,7 @@ def test_held_back_corpus_names_a_wrong_layer_rarely():
 
 @pytest.mark.xfail(
     strict=False,
-    reason="the fourth blind set scores 59.1% right (39/66, 26 unknown, 1 wrong) against the 90% bar;"
+    reason="the fifth blind set scores 67.2% right (41/61, 19 unknown, 1 wrong) against the 90% bar;"
     " see docs/troubleshooting.md",
 )
 def test_held_back_corpus_reaches_the_accuracy_bar():
@@ -1053,13 +1173,15 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.949 and tune.total.wrong <= 6, tune.total
+    assert tune.total.accuracy >= 0.934 and tune.total.wrong <= 6, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
     assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 4, blind.total
     blind = score(load_corpus(BLIND_3_PATH), "tune")  # 69.0 % right, 0 wrong when it was held back
     assert blind.total.accuracy >= 0.94 and blind.total.wrong == 0, blind.total
+    blind = score(load_corpus(BLIND_4_PATH), "tune")  # 59.1 % right, 1 wrong when it was held back
+    assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1081,10 +1203,17 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
     doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
     assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
-    assert set(doc["tune"]["per_file"]) == {"corpus.yaml", "blind-1.yaml", "blind-2.yaml", "blind-3.yaml"}
+    assert set(doc["tune"]["per_file"]) == {
+        "corpus.yaml",
+        "blind-1.yaml",
+        "blind-2.yaml",
+        "blind-3.yaml",
+        "blind-4.yaml",
+    }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
     assert doc["tune"]["per_file"]["blind-3.yaml"]["entries"] == 71
+    assert doc["tune"]["per_file"]["blind-4.yaml"]["entries"] == 66
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
