@@ -4,7 +4,7 @@ Reads one JSON request (a file, stdin, or the argument after --request) and prin
 document with a list of checks, each `{name, status, summary, evidence,
 elapsed, data}` where status is ok, warn, fail or skip:
 
-    host     hostname, Python, free disk at the worker root, clock offset
+    host     hostname, Python, free disk at the worker root
     bundle   the lane's active bundle and the installed frontend/libtpu
              versions vs the bundle manifest and the fleet's pins
     device   accelerator device nodes and their holders, the libtpu
@@ -16,8 +16,8 @@ elapsed, data}` where status is ok, warn, fail or skip:
 
 Request keys (all optional except root): root, lane, platform ("tpu" or
 "cpu"), bundle {name, pins}, frontends, policy {env, forbid}, deep,
-runtime_timeout, deadline, controller_time, caches [{frontend, path,
-expect}], min_free_bytes, clock_warn_seconds.
+runtime_timeout, deadline, caches [{frontend, path, expect}],
+min_free_bytes.
 
 Stdlib only: this runs under the worker's plain Python. Frontends are only
 ever imported inside the child process of the runtime check.
@@ -44,11 +44,10 @@ from hostside.probe_device import check_device
 from hostside.probe_runtime_check import check_runtime
 
 DEFAULT_MIN_FREE = 2 * 1024**3
-DEFAULT_CLOCK_WARN = 2.0
 
 
 def check_host(req: dict[str, Any]) -> Check:
-    """Hostname, Python, free disk at the worker root, clock offset from the controller."""
+    """Hostname, Python, free disk at the worker root."""
     c = Check("host")
     root = req["root"]
     facts = collect(root)
@@ -76,15 +75,8 @@ def check_host(req: dict[str, Any]) -> Check:
         )
     if not facts["root_exists"]:
         c.mark("warn", f"worker root {root} does not exist (nothing deployed yet)")
-    controller_time = req.get("controller_time")
-    if controller_time is not None:
-        # Includes the transit time of the request (milliseconds on a warm connection).
-        offset = facts["time"] - float(controller_time)
-        c.data["clock_offset"] = round(offset, 3)
-        parts.append(f"clock {offset:+.2f}s")
-        limit = float(req.get("clock_warn_seconds", DEFAULT_CLOCK_WARN))
-        if abs(offset) > limit:
-            c.mark("warn", f"clock differs from the controller's by {offset:+.1f}s (more than {limit:g}s)")
+    # The worker's clock against the controller's is the controller's to judge (its `clock` finding, bounded
+    # by the round trip): a difference taken here would count the request's transit and queueing as skew.
     c.summary = ", ".join(parts)
     return c
 

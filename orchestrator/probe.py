@@ -75,7 +75,7 @@ class ProbeRequest:
 
     worker: WorkerRef
     lane: str | None
-    doc: dict[str, Any]  # the request hostside.probe reads (controller_time is added at send time)
+    doc: dict[str, Any]  # the request hostside.probe reads
 
     def to_dict(self) -> dict[str, Any]:
         doc = dict(self.doc)
@@ -498,7 +498,7 @@ def probe_one(
     if not ready.ok:
         return ready
     sent = time.time()
-    doc = {**request.doc, "controller_time": sent}
+    doc = request.doc
 
     def on_line(host: str, stream: str, text: str) -> None:
         if clocks is None or stream != "stderr" or not text.startswith(CLOCK_MARK) or w.name in clocks:
