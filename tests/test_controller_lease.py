@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 
@@ -10,6 +11,11 @@ import pytest
 
 from hostside import launch_ctl, launch_proc, lease
 from hostside import launcher as hostside_launcher
+
+
+def renew(run, count: int) -> None:
+    """What the controller runs on the worker to renew its lease (launch/control.py)."""
+    subprocess.run(launch_ctl.renew_argv(str(run), count), check=True, timeout=30)
 
 
 def record(run) -> hostside_launcher.Record:
@@ -21,7 +27,7 @@ def test_a_launcher_waiting_for_its_release_ends_itself_when_the_controller_stop
     monkeypatch.setattr(lease, "CONTROLLER_LEASE_TTL", 0.5)
     run = tmp_path / "run"
     run.mkdir()
-    launch_ctl.renew(str(run))  # renewed once, then the controller is gone
+    renew(run, 1)  # renewed once, then the controller is gone
     t0 = time.monotonic()
     with pytest.raises(hostside_launcher.Refusal, match="the controller stopped renewing its lease"):
         hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 60}, record(run))
@@ -35,9 +41,10 @@ def test_a_launcher_waits_while_the_controller_renews_and_starts_on_the_release(
     done = threading.Event()
 
     def controller() -> None:
-        end = time.monotonic() + 1.5  # three ttls of renewals, then the release
+        end, count = time.monotonic() + 1.5, 0  # three ttls of renewals, then the release
         while time.monotonic() < end:
-            launch_ctl.renew(str(run))
+            count += 1
+            renew(run, count)
             time.sleep(0.1)
         launch_ctl.release_in(str(run), 0.0)
         done.set()

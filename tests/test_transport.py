@@ -334,3 +334,21 @@ def test_a_proxyjump_bastion_is_host_key_checked_and_then_carries_the_connection
         res = t.run_one("slice-w1", ["hostname"])
         assert t._connection("slice-w1").gateway.host == slice4.address(0)
     assert res.ok and res.stdout.strip() == "slice-w1"
+
+
+def test_a_failure_in_invokes_stdin_thread_is_named_by_what_it_was_not_by_its_tracebacks():
+    from invoke.exceptions import ThreadException
+    from invoke.util import ExceptionWrapper
+
+    from orchestrator.transport.failures import classify_exception
+
+    class Reach:
+        workers = {"w": WorkerRef("w", "s", 0, "127.0.0.9", 22, "root", None, "127.0.0.9", "/r", None, "python3", None)}
+        known_hosts_display = "known_hosts"
+        connect_timeout = 5.0
+
+    broke = ThreadException([ExceptionWrapper({}, OSError, OSError("Socket is closed"), None)])
+    assert classify_exception(broke, Reach(), "w") == (
+        "connect",
+        "cannot reach 127.0.0.9:22: OSError: Socket is closed",
+    )

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hostside.launch_ctl import renew_argv
 from hostside.lease import CONTROLLER_RENEW_EVERY
 from orchestrator.fleet import WorkerRef
 from orchestrator.launch.plan import LaunchPlan
@@ -87,8 +88,15 @@ class LeaseRenewer:
         self.stopped = threading.Event()
         self.busy: set[str] = set()
         self.guard = threading.Lock()
+        self.count = 0  # renewals sent: the value each one writes (only its change is judged)
+        self.started = False
 
     def start(self) -> LeaseRenewer:
+        """Begin renewing (once: a second call changes nothing)."""
+        with self.guard:
+            if self.started:
+                return self
+            self.started = True
         threading.Thread(target=self._loop, daemon=True, name="orch-controller-lease").start()
         return self
 
@@ -107,8 +115,10 @@ class LeaseRenewer:
 
     def _renew(self, name: str) -> None:
         try:
-            run_dir = self.plan.process(name).run_dir
-            run_hostside(self.transport, self.transport.workers[name], "launch_ctl", ["renew", run_dir], timeout=30)
+            with self.guard:
+                self.count += 1
+                count = self.count
+            self.transport.run_one(name, renew_argv(self.plan.process(name).run_dir, count), timeout=30)
         except Exception:
             pass  # a missed renewal is retried; the lease's ttl is four renewals long
         finally:

@@ -104,11 +104,14 @@ def monitor(
     until: str = "exit",
     from_end: bool = False,
     release_needed: bool = True,
+    renewer: LeaseRenewer | None = None,
 ) -> LaunchOutcome:
     """Watch a started run under the gang rule until every worker ended (or, `until="started"`, started).
 
     The workers' stdout lines go to `on_output`, their stderr lines to `on_stderr` (by default
-    `on_output` too); either may block (a slow terminal) without holding up the gang rule."""
+    `on_output` too); either may block (a slow terminal) without holding up the gang rule. `renewer`:
+    the controller lease's renewals when they began before the start (lifecycle.execute); else the
+    watch begins them."""
     timing = timing or LaunchTiming()
     driver = Driver(
         plan,
@@ -119,6 +122,7 @@ def monitor(
         report=report,
         until=until,
         released=not release_needed,
+        renewer=renewer,
     )
     return driver.run(from_end=from_end)
 
@@ -137,8 +141,10 @@ class Driver:
         until: str,
         released: bool = False,
         on_stderr: OutputFn | None = None,
+        renewer: LeaseRenewer | None = None,
     ):
         self.plan = plan
+        self.renewer = renewer or LeaseRenewer(plan, transport)
         self.transport = transport
         self.timing = timing
         self.until = until
@@ -170,7 +176,6 @@ class Driver:
         """Start the watch threads, then feed events until the state machine says done."""
         # The launchers wait for their release only while this controller renews its lease, and an
         # attached run's supervisors keep watching it after the release (a detached run's ignore it).
-        self.renewer = LeaseRenewer(self.plan, self.transport)
         if not self.state.released or self.until == "exit":
             self.renewer.start()
         for name in self.plan.workers:

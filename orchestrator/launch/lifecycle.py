@@ -31,7 +31,16 @@ from collections.abc import Sequence
 import orchestrator.launch.stdin as stdin
 from orchestrator import runs
 from orchestrator.errors import LaunchError
-from orchestrator.launch.control import OutputFn, ReportFn, collect_records, quiet, reply, start_workers, stop_workers
+from orchestrator.launch.control import (
+    LeaseRenewer,
+    OutputFn,
+    ReportFn,
+    collect_records,
+    quiet,
+    reply,
+    start_workers,
+    stop_workers,
+)
 from orchestrator.launch.driver import monitor
 from orchestrator.launch.outcome import LaunchOutcome
 from orchestrator.launch.plan import LaunchPlan, with_ports
@@ -71,17 +80,29 @@ def execute(
         record.update(state="interrupted")
         raise LaunchError("interrupted during preflight; nothing was started") from None
     forwarding = None
+    # Renewing begins before the first launcher starts waiting for its release: starting a wide gang
+    # takes longer than the lease's bound (256 workers of one 2-core machine: over a minute), and the
+    # first launchers would otherwise see no renewal and end themselves before the last one started.
+    renewer = LeaseRenewer(plan, transport).start()
     try:
         feed = stdin.targets(plan, stdin_to)
         start(plan, transport, record, timing, stdin_to=feed, attached=not detach)
         forwarding = stdin.forward(plan, transport, feed, report=report) if feed else None
         until = "started" if detach else "exit"
         outcome = monitor(
-            plan, transport, timing=timing, on_output=on_output, on_stderr=on_stderr, report=report, until=until
+            plan,
+            transport,
+            timing=timing,
+            on_output=on_output,
+            on_stderr=on_stderr,
+            report=report,
+            until=until,
+            renewer=renewer,
         )
     except KeyboardInterrupt as exc:
         outcome = interrupted(plan, transport, exc, grace=timing.grace)
     finally:
+        renewer.stop()
         if forwarding is not None:
             forwarding.close()  # the run is over: the workers' input ends, and their forwarding jobs
     return finish(plan, transport, outcome, record)

@@ -54,6 +54,9 @@ def classify_exception(exc: BaseException, transport: Reaching, name: str) -> tu
 
     import paramiko
 
+    inner = _thread_failure(exc)
+    if inner is not None:  # a failure in one of invoke's stdin/output threads: say what it was
+        return classify_exception(inner, transport, name)
     w = transport.workers.get(name)
     target = f"{w.host}:{w.port or 22}" if w else name
     if isinstance(exc, HostKeyError):
@@ -89,3 +92,11 @@ def classify_exception(exc: BaseException, transport: Reaching, name: str) -> tu
     if isinstance(exc, OrchError):
         return "local", str(exc)
     return "local", f"{exc.__class__.__name__}: {exc}"
+
+
+def _thread_failure(exc: BaseException) -> BaseException | None:
+    """The first exception inside invoke's ThreadException (which renders whole tracebacks), if `exc` is one."""
+    if type(exc).__name__ != "ThreadException" or not type(exc).__module__.startswith("invoke"):
+        return None
+    wrapped = [getattr(e, "value", None) for e in getattr(exc, "exceptions", ())]
+    return next((e for e in wrapped if isinstance(e, BaseException)), None)
