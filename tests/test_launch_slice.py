@@ -510,6 +510,9 @@ def test_a_foreign_libtpu_lock_blocks_the_launch_and_reclaim_removes_only_orchs_
     finally:
         slice4.ssh("slice-w1", "kill", holder)
         orch(slice4, runs_dir, "stop", earlier, "--grace", "1", check=False)
+        # The shared slice must not keep the stale lockfile the holder leaves: a later probe warns on it.
+        wait_for(lambda: slice4.ssh("slice-w1", "kill", "-0", holder).returncode != 0, f"pid {holder} gone")
+        slice4.ssh("slice-w1", "rm", "-f", "/tmp/libtpu_lockfile", check=True)
 
 
 def test_a_coordinator_port_that_is_taken_refuses_the_launch_before_anything_starts(slice4, jax_cpu_lane, runs_dir):
