@@ -121,7 +121,11 @@ class Replay:
 
         if lane is not None and lane not in self.lanes:
             return None
-        pool = [w for w in self.workers if lane is None or w.name in self.lanes[lane]]
+        by_name = {w.name: w for w in self.workers}
+        if lane is not None and not all(n in by_name for n in self.lanes[lane]):
+            return None
+        # the lane's own order (its process ids), as Fleet.lane_workers gives it
+        pool = list(self.workers) if lane is None else [by_name[n] for n in self.lanes[lane]]
         if not pool:
             return None
         try:
