@@ -20,6 +20,9 @@ their entries:
 - tests/data/diagnosis/blind-4.yaml: the fourth set collected blind to the
   table; scored once as the held-back part (BLIND_4_HELD_SCORE), then folded
   into tune.
+- tests/data/diagnosis/blind-5.yaml: the fifth set collected blind to the
+  table; scored once as the held-back part (BLIND_5_HELD_SCORE), then folded
+  into tune.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -52,7 +55,8 @@ BLIND_1_PATH = DATA_DIR / "blind-1.yaml"  # tune: the first blind set, scored on
 BLIND_2_PATH = DATA_DIR / "blind-2.yaml"  # tune: the second blind set, scored once as held back
 BLIND_3_PATH = DATA_DIR / "blind-3.yaml"  # tune: the third blind set, scored once as held back
 BLIND_4_PATH = DATA_DIR / "blind-4.yaml"  # tune: the fourth blind set, scored once as held back
-TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH)
+BLIND_5_PATH = DATA_DIR / "blind-5.yaml"  # tune: the fifth blind set, scored once as held back
+TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 OFFSTACK_PATH = DATA_DIR / "blind-3-offstack.yaml"  # the third blind set's entries from other stacks, set aside
 # The set-aside entries' one score beside the third blind set: (entries, right, unknown, wrong); never counted.
@@ -106,12 +110,25 @@ BLIND_4_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (1, 0, 1, 0),
     "other": (4, 4, 0, 0),
 }
+BLIND_5_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (8, 4, 4, 0),
+    "device-ownership": (1, 1, 0, 0),
+    "runtime-proof": (8, 6, 1, 1),
+    "bundle-skew": (11, 8, 3, 0),
+    "cache": (1, 0, 1, 0),
+    "memory": (8, 3, 5, 0),
+    "collective": (8, 6, 2, 0),
+    "disk": (8, 8, 0, 0),
+    "hardware": (3, 0, 3, 0),
+    "other": (5, 5, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
     (BLIND_2_PATH, BLIND_2_HELD_SCORE),
     (BLIND_3_PATH, BLIND_3_HELD_SCORE),
     (BLIND_4_PATH, BLIND_4_HELD_SCORE),
+    (BLIND_5_PATH, BLIND_5_HELD_SCORE),
 )
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90

@@ -18,6 +18,7 @@ from orchestrator.diagnose_corpus import (
     BLIND_2_PATH,
     BLIND_3_PATH,
     BLIND_4_PATH,
+    BLIND_5_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -1099,10 +1100,12 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    order = [CORPUS_PATH.name, BLIND_1_PATH.name, BLIND_2_PATH.name, BLIND_3_PATH.name, BLIND_4_PATH.name]
+    blind = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH)
+    order = [CORPUS_PATH.name, *(p.name for p in blind)]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
+    assert files.count(BLIND_5_PATH.name) == 61
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1162,8 +1165,8 @@ def test_held_back_corpus_names_a_wrong_layer_rarely():
 
 @pytest.mark.xfail(
     strict=False,
-    reason="the fifth blind set scores 67.2% right (41/61, 19 unknown, 1 wrong) against the 90% bar;"
-    " see docs/troubleshooting.md",
+    reason="no blind set has reached the 90% bar the one time it was held back (the best 79.2%, the fifth"
+    " 67.2%); see docs/troubleshooting.md",
 )
 def test_held_back_corpus_reaches_the_accuracy_bar():
     part = held_back_score()
@@ -1173,7 +1176,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.934 and tune.total.wrong <= 6, tune.total
+    assert tune.total.accuracy >= 0.902 and tune.total.wrong <= 7, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1182,6 +1185,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.94 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_4_PATH), "tune")  # 59.1 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
+    blind = score(load_corpus(BLIND_5_PATH), "tune")  # 67.2 % right, 1 wrong when it was held back
+    assert blind.total.accuracy >= 0.67 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1209,11 +1214,13 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-2.yaml",
         "blind-3.yaml",
         "blind-4.yaml",
+        "blind-5.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
     assert doc["tune"]["per_file"]["blind-3.yaml"]["entries"] == 71
     assert doc["tune"]["per_file"]["blind-4.yaml"]["entries"] == 66
+    assert doc["tune"]["per_file"]["blind-5.yaml"]["entries"] == 61
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
