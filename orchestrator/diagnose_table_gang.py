@@ -326,6 +326,20 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "1333, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
     ),
     sig(
+        "nccl-no-socket-interface",
+        "collective",
+        60,
+        # NCCL's bootstrap found no usable IP interface (none up, or NCCL_SOCKET_IFNAME naming one the
+        # host lacks): its own words across releases, and the unset address it then tries to connect to
+        r"\bBootstrap : no (socket|NCCL_SOCKET_IFNAME) interface found|NET/Socket : no interface found"
+        r"|ncclSocketInit: connecting to address .{0,60}with family \d+ is neither AF_INET\(2\) nor AF_INET6"
+        r"|socket\.h:\d+ (NCCL )?WARN Socket creation failed : Address family not supported by protocol",
+        "NCCL found no network interface to bootstrap the gang on: set NCCL_SOCKET_IFNAME to an interface "
+        "every worker has (`ip addr`), and check the hosts agree on IPv4/IPv6.",
+        "https://github.com/NVIDIA/nccl/issues/1837",
+        "ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+    ),
+    sig(
         "c10d-store-connect-timeout",
         "collective",
         60,

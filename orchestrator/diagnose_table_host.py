@@ -87,6 +87,32 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/pytorch/xla/issues/2142",
         "RuntimeError: TPU node-v3-32 is not HEALTHY yet. Re-run when all TPUs are HEALTHY",
     ),
+    sig(
+        "tpu-driver-fatal-interrupt",
+        "hardware",
+        75,
+        # the TPU driver's own report of a fatal chip error interrupt (not the runtime's halt, which a
+        # compiler bug can cause too)
+        r"Received Error Interrupt! fatal: true|!!!! FATAL ERROR !!!! for \[/dev/accel\d+",
+        "A TPU chip raised a fatal error interrupt: note the worker and chip, take it out of the fleet (or "
+        "recreate the slice) and relaunch from the last checkpoint.",
+        "https://github.com/marin-community/marin/issues/1534",
+        "E0827 23:43:41.200136   39689 error_handler.cc:100] Received Error Interrupt! fatal: true, "
+        "running_timer: 0xeacdaccd3b4ec",
+    ),
+    sig(
+        "device-plugin-no-healthy-devices",
+        "hardware",
+        60,
+        # the kubelet's device manager: the accelerator's device plugin marks every device unhealthy
+        # (a node under repair, a chip or driver fault), for TPUs as for GPUs
+        r"\bno healthy devices present\b",
+        "The node's accelerators are marked unhealthy by the platform (node repair, chip or driver fault): "
+        "wait for the repair or move the workload to another node; software in the pod is not the cause.",
+        "https://github.com/vllm-project/ci-infra/pull/582",
+        "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices google.com/tpu, "
+        "which is unexpected",
+    ),
     # -------------------------------------------------------------------- other
     sig(
         "segmentation-fault",

@@ -43,7 +43,11 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         r"|(PasswordRequiredException|FAILED): [Pp]rivate key file is encrypted|SSHException: No existing session"
         r"|SSHException: No authentication methods available|Bad owner or permissions on \S*\.ssh/"
         # the worker's sshd log names the refused user
-        r"|sshd\[\d+\]: (Invalid user \S+ +from|Failed publickey for (invalid user )?\S+ from)",
+        r"|sshd\[\d+\]: (Invalid user \S+ +from|Failed publickey for (invalid user )?\S+ from)"
+        # sshd's own lines without the syslog prefix (Win32-OpenSSH's log, journalctl -o cat); "Failed none"
+        # is every client's first probe, not a refusal
+        r"|maximum authentication attempts exceeded for (invalid user )?\S+ from \S+"
+        r"|Failed (password|publickey|keyboard-interactive(/pam)?) for (invalid user )?\S+ from \S+ port \d+ ssh2",
         "The worker refused the login, or the key could not be offered: check the fleet's ssh user and key "
         "for this worker (authorized_keys on the worker; key path, permissions, format and agent on this side).",
         "https://github.com/openai/tart/issues/1135",
@@ -315,5 +319,33 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "lower the fan-out per worker or raise those limits in sshd_config.",
         "https://github.com/ansible/ansible/issues/24594",
         "May 16 01:19:59 zabbix sshd[5202]: error: no more sessions",
+    ),
+    sig(
+        "ssh-launcher-exit-255",
+        "transport",
+        60,
+        # ssh exits 255 for its own errors (refused, unreachable, auth), so a launcher's ssh probe or
+        # command failing with 255 never reached the worker: Python's CalledProcessError for an ssh
+        # command, DeepSpeed's hostfile check, pdsh's rcmd
+        r"Command '(\S*/)?ssh\b[^']*' returned non-zero exit status 255\b"
+        r"|\bwas not reachable via ssh\b|\bssh exited with exit code 255\b",
+        "The launcher's ssh to a worker failed before any command ran (ssh's exit code 255): run the same "
+        "ssh by hand from the launching host (`ssh -o BatchMode=yes HOST true`) and fix the key, user or "
+        "address it reports.",
+        "https://github.com/deepspeedai/DeepSpeed/issues/4907",
+        "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' "
+        "returned non-zero exit status 255.",
+    ),
+    sig(
+        "tf-tpu-master-unreachable",
+        "transport",
+        # a symptom: TensorFlow retries while a TPU node is still being scheduled too
+        45,
+        r"Failed to connect to the Tensorflow master\. The TPU worker may not be ready",
+        "The client could not reach the TPU worker's gRPC endpoint (grpc://IP:8470): run from a VM in the "
+        "TPU's network and check the TPU name/address and that the TPU is READY.",
+        "https://github.com/google-research/bert/issues/325",
+        "WARNING:tensorflow:Failed to connect to the Tensorflow master. The TPU worker may not be ready "
+        "(still scheduling) or the Tensorflow master address is incorrect:",
     ),
 )

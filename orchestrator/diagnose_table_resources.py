@@ -212,6 +212,31 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "7406166528 bytes.",
     ),
     sig(
+        "tf-oom-allocation-hint",
+        "memory",
+        70,
+        # TensorFlow (and XRT on a TPU) prints this hint only under an out-of-memory error, on GPU and
+        # TPU alike, even when the error line itself was cut from the log
+        r"If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom",
+        "An allocation failed for lack of device memory (the program's buffers did not fit): reduce the "
+        "batch or sequence, or shard more.",
+        "https://github.com/huggingface/transformers/pull/3702",
+        "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+        "report_tensor_allocations_upon_oom to RunOptions for current allocation info.",
+    ),
+    sig(
+        "host-pinned-alloc-failed",
+        "memory",
+        70,
+        # pinned (page-locked) host buffers for device transfers: XLA's and TensorFlow's allocators
+        r"could not allocate pinned host( memory)? of size:? ?\d+",
+        "Host RAM for pinned transfer buffers ran out (host memory grew, or the locked-memory limit is "
+        "low): look for host memory growing per step or checkpoint, and check `ulimit -l`.",
+        "https://github.com/google/orbax/issues/2090",
+        "W external/xla/xla/stream_executor/integrations/stream_executor_allocator.cc:66] could not allocate "
+        "pinned host of size: 4294967296",
+    ),
+    sig(
         "resource-exhausted",
         "memory",
         40,
@@ -228,6 +253,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
         r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
         r"|returned non-zero exit status -9\b"
+        # torchelastic's report of a rank the OOM killer took (failed line, root-cause table; the
+        # signal line lower-cased in some releases' tables)
+        r"|failed \(exitcode: -9\) local_rank:|\bexitcode *: -9 \(pid:|\bsignal 9 \(SIGKILL\) received by PID \d+"
         # torch.multiprocessing (xmp.spawn) reporting a child the OOM killer took
         r"|process \d+ terminated with signal SIGKILL\b",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "

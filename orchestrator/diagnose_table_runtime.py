@@ -220,6 +220,18 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "ValueError: The number of devices must be either 1 or 8, got 2 instead",
     ),
     sig(
+        "mesh-sees-one-device",
+        "runtime-proof",
+        # a symptom: the mesh asked for N devices and the runtime answered with one (a CPU fallback, a
+        # host without its accelerators); a mesh misconfigured on a real slice names another count
+        50,
+        r"Number of devices 1 must equal the product of mesh_shape|Insufficient devices for \w+ mesh: found 1,",
+        "The runtime exposed a single device where the mesh expects the slice's chips: it did not come up "
+        "on the TPU (CPU fallback, no TPU attached); check the lane's runtime profile and `orch probe`.",
+        "https://github.com/xai-org/grok-1/issues/248",
+        "ValueError: Number of devices 1 must equal the product of mesh_shape (1, 8)",
+    ),
+    sig(
         "tf-tpu-system-not-found",
         "runtime-proof",
         60,
@@ -427,6 +439,32 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "versions do not belong together; install the set the bundle pins.",
         "https://github.com/blackjax-devs/blackjax/issues/787",
         "AttributeError: module 'jax.core' has no attribute 'Shape'",
+    ),
+    sig(
+        "jax-removed-api-frame",
+        "bundle-skew",
+        60,
+        # jax raises AttributeError for a removed (or accelerated-deprecation) name from its module
+        # __getattr__ in deprecations.py: the frame alone shows a caller written for another jax, even
+        # when the exception line is cut off; plain and IPython traceback forms
+        r"jax[/\\]_src[/\\]deprecations\.py(\", line |:)\d+, in (\w+\.<locals>\.)?(getattr|__getattr__)\b",
+        "A library calls a jax API the installed jax removed: install the library release made for this "
+        "jax, or the jax it was made for, as one bundle.",
+        "https://github.com/jax-ml/jax/issues/22990",
+        '  File "/usr/local/lib/python3.10/dist-packages/jax/_src/deprecations.py", line 54, in getattr',
+    ),
+    sig(
+        "library-needs-newer-frontend",
+        "bundle-skew",
+        60,
+        # a library's own version gate naming the jax/torch_xla release it needs (Lightning, mpi4jax,
+        # SCICO word it so); pip's "Requires-Dist:" and "Requirement already satisfied" are not failures
+        r"\b(requires?|only supported with|needs) `?(torch[-_]xla|jax|jaxlib|libtpu(-nightly)?|flax|optax"
+        r"|orbax(-checkpoint)?) ?>= ?v?\d",
+        "A library needs a newer jax/torch_xla than the one installed: install the library release made "
+        "for the bundle's frontend, or move the whole bundle forward; never upgrade the frontend alone.",
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/12417",
+        "MisconfigurationException: `XLAProfiler` is only supported with `torch-xla >= 1.8`",
     ),
     sig(
         "libtpu-unknown-flag",

@@ -756,6 +756,98 @@ CLASS_VARIANTS = [
     ),
     # /dev/shm full under the DataLoader, with only the signal named
     ("shm-too-small", "RuntimeError: DataLoader worker (pid(s) 1234) is killed by signal: Bus error."),
+    # the fifth blind set's classes, each in another thread's or tool's wording:
+    # a rank the OOM killer took, as torchelastic reports it across releases (lm-sys/FastChat#568,
+    # hpcaitech/ColossalAI#3514; the root-cause table of torch 2.x)
+    (
+        "process-killed",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 27657) of "
+        "binary: /home/work/virtual-venv/fastchat-env/bin/python",
+    ),
+    ("process-killed", "  exitcode  : -9 (pid: 812917)"),
+    ("process-killed", "  traceback : signal 9 (SIGKILL) received by PID 812917"),
+    # a caller of a removed jax API, in IPython's traceback form and on Windows (sail-sg/jax_xc#42)
+    (
+        "jax-removed-api-frame",
+        "File ~/anaconda3/envs/pytorch3D/lib/python3.12/site-packages/jax/_src/deprecations.py:57, in "
+        "deprecation_getattr.<locals>.getattr(name)",
+    ),
+    (
+        "jax-removed-api-frame",
+        '  File "C:\\Users\\me\\envs\\jx\\Lib\\site-packages\\jax\\_src\\deprecations.py", line 53, in getattr',
+    ),
+    # a library's own gate on the jax/jaxlib release it needs (mpi4jax, SCICO, pysiglib)
+    ("library-needs-newer-frontend", "RuntimeError: auto_tokenize requires jax>=0.2.27, but you have 0.2.20."),
+    (
+        "library-needs-newer-frontend",
+        "Exception: SCICO 0.0.3 requires jaxlib>=0.3.0; got 0.1.76; please upgrade jaxlib.",
+    ),
+    (
+        "library-needs-newer-frontend",
+        "ImportError: pysiglib.jax_api requires jax>=0.9.1 (XLA FFI API 0.3); found jax==0.4.30.",
+    ),
+    # TensorFlow's out-of-memory hint in its TF2 wording (tensorflow/tensorflow#52232)
+    (
+        "tf-oom-allocation-hint",
+        "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom "
+        "to RunOptions for current allocation info. This isn't available when running in Eager mode.",
+    ),
+    # pinned host memory refused, as TensorFlow's host allocator says it (minimaxir/gpt-2-simple#232)
+    (
+        "host-pinned-alloc-failed",
+        "2020-09-23 13:19:24.277832: W ./tensorflow/core/common_runtime/gpu/gpu_host_allocator.h:44] could not "
+        "allocate pinned host memory of size: 415990272",
+    ),
+    # sshd's refusals in syslog's wording (fail2ban/fail2ban#1269, Ysurac/openmptcprouter#868)
+    (
+        "ssh-permission-denied",
+        "Dec 12 19:26:57 myhost sshd[21798]: error: maximum authentication attempts exceeded for root from "
+        "218.25.1.1 port 14463 ssh2 [preauth]",
+    ),
+    (
+        "ssh-permission-denied",
+        "Mar  2 17:26:41 mantis auth.info sshd[5147]: Failed password for root from 192.168.16.1 port 30853 ssh2",
+    ),
+    # a launcher's ssh failing with ssh's own exit code: a full path, pdsh's rcmd
+    (
+        "ssh-launcher-exit-255",
+        "subprocess.CalledProcessError: Command '/usr/bin/ssh -p 2222 worker-1 true' returned non-zero exit "
+        "status 255.",
+    ),
+    ("ssh-launcher-exit-255", "pdsh@node0: node1: ssh exited with exit code 255"),
+    # the TPU worker's gRPC endpoint unreachable from the client, with the address (google-research/t5#38)
+    (
+        "tf-tpu-master-unreachable",
+        "W0108 00:47:24.462080 4582849984 tpu_system_metadata.py:97] Failed to connect to the Tensorflow master. "
+        "The TPU worker may not be ready (still scheduling) or the Tensorflow master address is incorrect: got "
+        "(grpc://10.240.1.2:8470).",
+    ),
+    # one device where the mesh wants a slice's: jax's and tpu_inference's wording
+    ("mesh-sees-one-device", "ValueError: Number of devices 1 must equal the product of mesh_shape (8,)"),
+    (
+        "mesh-sees-one-device",
+        "ValueError: Insufficient devices for 2D mesh: found 1, expected 4 for mesh shape (1, 4).",
+    ),
+    # NCCL's bootstrap without a usable interface, in other releases' words (EasonXiao-888/MambaTree#14,
+    # NVIDIA/nccl#1267)
+    ("nccl-no-socket-interface", "Bootstrap : no socket interface found"),
+    ("nccl-no-socket-interface", "node-3:1234:1234 [0] NCCL INFO NET/Socket : no interface found"),
+    (
+        "nccl-no-socket-interface",
+        "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor AF_INET6(10)",
+    ),
+    # a fatal chip error interrupt on another worker, behind Ray's prefix
+    (
+        "tpu-driver-fatal-interrupt",
+        "(RayTrainWorker pid=812, ip=10.0.0.7) E0603 10:11:12.123456   4321 error_handler.cc:100] Received Error "
+        "Interrupt! fatal: true, running_timer: 0x5f3a",
+    ),
+    # a device plugin's devices all unhealthy, for another accelerator (trueforge-org/truecharts#19201)
+    (
+        "device-plugin-no-healthy-devices",
+        "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices amd.com/gpu, which "
+        "is unexpected",
+    ),
 ]
 
 
@@ -899,6 +991,42 @@ NOT_THE_CLASS = [
         "connect [127.0.1.1]:3210: Connection refused",
         "gloo-connect-failed",
     ),
+    # near misses of the fifth blind set's classes: other exit codes and signals, another module's
+    # deprecation frame, pip's metadata, TensorFlow's option in code, a healthy pinned pool, the
+    # client's first "none" probe, a remote command's own failure, a mesh misconfigured on a real
+    # slice, other programs' socket errors, a non-fatal interrupt, the runtime's halt, a full node
+    (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 65043) of "
+        "binary: /home/user/bin/python",
+        None,
+    ),
+    ("  exitcode  : -6 (pid: 1168)", None),
+    ('  File "/usr/lib/python3/site-packages/jax/_src/deprecations.py", line 120, in warn', None),
+    ('  File "/usr/lib/python3/site-packages/matplotlib/_api/deprecation.py", line 300, in __getattr__', None),
+    ("Requirement already satisfied: jax>=0.4.1 in /usr/local/lib/python3.10/dist-packages (from flax)", None),
+    ("Requires-Dist: jax>=0.4.27", None),
+    ("ERROR: Package 'flax' requires a different Python: 3.8.10 not in '>=3.9'", None),
+    ("run_options = tf.RunOptions(report_tensor_allocations_upon_oom=True)", None),
+    ("Pinned memory pool is created at '0x7f2a40000000' with size 268435456", None),
+    ("5816 16:06:08 238 Failed none for invalid user Administrator from 10.73.78.42 port 51735 ssh2", None),
+    (
+        "subprocess.CalledProcessError: Command 'ssh worker-1 python train.py' returned non-zero exit status 1.",
+        None,
+    ),
+    ("subprocess.CalledProcessError: Command 'sshfs worker:/data /mnt' returned non-zero exit status 255.", None),
+    ("INFO:tensorflow:Querying Tensorflow master (grpc://10.240.1.2:8470) for TPU system metadata.", None),
+    ("ValueError: Number of devices 8 must equal the product of mesh_shape (16, 1)", None),
+    ("ValueError: Insufficient devices for 2D mesh: found 4, expected 8 for mesh shape (1, 8).", None),
+    ("nginx: [emerg] socket() [::]:80 failed (97: Address family not supported by protocol)", None),
+    ("Socket creation failed: Address family not supported by protocol", None),
+    ("node-3:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>", None),
+    ("E0603 10:11:12.123456   4321 error_handler.cc:100] Received Error Interrupt! fatal: false", None),
+    (
+        "6x2x0_SC1: *** A program or fatal error occurred, all pending programs will fail, and results may be "
+        "corrupted.",
+        None,
+    ),
+    ("0/3 nodes are available: 3 Insufficient google.com/tpu.", None),
 ]
 
 
@@ -1176,7 +1304,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.902 and tune.total.wrong <= 7, tune.total
+    assert tune.total.accuracy >= 0.932 and tune.total.wrong <= 7, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1186,7 +1314,7 @@ def test_tune_accuracy_does_not_regress():
     blind = score(load_corpus(BLIND_4_PATH), "tune")  # 59.1 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_5_PATH), "tune")  # 67.2 % right, 1 wrong when it was held back
-    assert blind.total.accuracy >= 0.67 and blind.total.wrong <= 1, blind.total
+    assert blind.total.accuracy >= 0.91 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
