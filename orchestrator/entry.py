@@ -262,14 +262,32 @@ def exec_replayed(args: list[str]) -> int | None:
     return 1 if any(r.failed for r in results.values()) else 0
 
 
+def _leave(code: int) -> None:
+    """Exit with `code` once the output is flushed, skipping the interpreter's teardown.
+
+    A fast path has nothing left to do at exit (its connections are closed and
+    it registers no exit handler), but the teardown would still collect every
+    object paramiko and cryptography made: about 70 ms at 16 workers, a tenth
+    of a cold command. When the output cannot be flushed (a closed pipe), the
+    ordinary exit reports it.
+    """
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        sys.exit(code)
+    os._exit(code)
+
+
 def main() -> None:
     """`orch`: the warm `exec` fast path, then a replayed one (warm connections off), else the click CLI."""
     code = exec_warm(sys.argv[1:])
     if code is None:
         code = exec_replayed(sys.argv[1:])
     if code is not None:
-        sys.stdout.flush()
-        sys.exit(code)
+        _leave(code)
     from orchestrator.cli import main as cli
 
     cli(prog_name="orch")

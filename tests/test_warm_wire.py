@@ -152,3 +152,27 @@ def test_only_plain_exec_commands_take_the_warm_fast_path(args, expected):
         assert got is None
     else:
         assert got is not None and {k: got[k] for k in expected} == expected
+
+
+LEAVE = "import sys\nfrom orchestrator.entry import _leave\nsys.stdout.write('held in the buffer')\n_leave(3)\n"
+
+
+def test_a_fast_path_leaves_with_its_code_after_its_buffered_output():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LEAVE], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "held in the buffer")
+
+
+def test_a_fast_path_whose_output_cannot_be_written_does_not_exit_as_if_it_had_been():
+    import subprocess
+    import sys
+
+    reader, writer = os.pipe()
+    os.close(reader)  # nobody reads: the flush fails with a broken pipe
+    try:
+        done = subprocess.run([sys.executable, "-c", LEAVE], stdout=writer, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(writer)
+    assert done.returncode not in (0, 3)
