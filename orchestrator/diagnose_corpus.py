@@ -16,13 +16,17 @@ their entries:
 - tests/data/diagnosis/blind-3.yaml: the third set collected blind to the
   table; scored once as the held-back part (BLIND_3_HELD_SCORE), then folded
   into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-3-offstack.yaml (OFFSTACK_HELD_SCORE) and are never counted.
+  blind-3-offstack.yaml (see OFFSTACK) and are never counted.
 - tests/data/diagnosis/blind-4.yaml: the fourth set collected blind to the
   table; scored once as the held-back part (BLIND_4_HELD_SCORE), then folded
   into tune.
 - tests/data/diagnosis/blind-5.yaml: the fifth set collected blind to the
   table; scored once as the held-back part (BLIND_5_HELD_SCORE), then folded
   into tune.
+- tests/data/diagnosis/blind-6.yaml: the sixth set collected blind to the
+  table; scored once as the held-back part (BLIND_6_HELD_SCORE), then folded
+  into tune. Its entries from other stacks, set aside before scoring, stay in
+  blind-6-offstack.yaml (see OFFSTACK) and are never counted.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -44,6 +48,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -56,11 +61,26 @@ BLIND_2_PATH = DATA_DIR / "blind-2.yaml"  # tune: the second blind set, scored o
 BLIND_3_PATH = DATA_DIR / "blind-3.yaml"  # tune: the third blind set, scored once as held back
 BLIND_4_PATH = DATA_DIR / "blind-4.yaml"  # tune: the fourth blind set, scored once as held back
 BLIND_5_PATH = DATA_DIR / "blind-5.yaml"  # tune: the fifth blind set, scored once as held back
-TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH)
+BLIND_6_PATH = DATA_DIR / "blind-6.yaml"  # tune: the sixth blind set, scored once as held back
+TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
-OFFSTACK_PATH = DATA_DIR / "blind-3-offstack.yaml"  # the third blind set's entries from other stacks, set aside
-# The set-aside entries' one score beside the third blind set: (entries, right, unknown, wrong); never counted.
-OFFSTACK_HELD_SCORE = (9, 3, 6, 0)
+
+
+class Offstack(NamedTuple):
+    """A blind set's entries from other stacks, set aside before it was scored; never counted, never tuned on."""
+
+    path: Path
+    stacks: str  # which other stacks they come from, in a few words
+    held_score: tuple[int, int, int, int]  # their one score beside the blind set: (entries, right, unknown, wrong)
+
+
+# The blind sets that had entries from other stacks, each with its set-aside file.
+OFFSTACK: dict[Path, Offstack] = {
+    BLIND_3_PATH: Offstack(DATA_DIR / "blind-3-offstack.yaml", "GPU nodes, other compilers' caches", (9, 3, 6, 0)),
+    BLIND_6_PATH: Offstack(
+        DATA_DIR / "blind-6-offstack.yaml", "a GPU spot VM, another accelerator's fork of torch_xla", (2, 0, 2, 0)
+    ),
+}
 # How each blind set scored the one time it was the held-back part, before it was tuned on:
 # layer -> (entries, right, unknown, wrong).
 BLIND_1_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
@@ -122,6 +142,18 @@ BLIND_5_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (3, 0, 3, 0),
     "other": (5, 5, 0, 0),
 }
+BLIND_6_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (13, 4, 9, 0),
+    "device-ownership": (3, 3, 0, 0),
+    "runtime-proof": (4, 1, 2, 1),
+    "bundle-skew": (10, 8, 2, 0),
+    "cache": (1, 0, 1, 0),
+    "memory": (11, 6, 5, 0),
+    "collective": (5, 2, 3, 0),
+    "disk": (7, 5, 2, 0),
+    "hardware": (1, 0, 1, 0),
+    "other": (2, 2, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -129,6 +161,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_3_PATH, BLIND_3_HELD_SCORE),
     (BLIND_4_PATH, BLIND_4_HELD_SCORE),
     (BLIND_5_PATH, BLIND_5_HELD_SCORE),
+    (BLIND_6_PATH, BLIND_6_HELD_SCORE),
 )
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
@@ -354,23 +387,25 @@ def corpus_markdown(
     sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in corpus_entries})
     corpus_file, held_file = _rel(CORPUS_PATH), _rel(held_path)
     tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
-    ordinals = ("first", "second", "third", "fourth", "fifth")
+    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
     blind_lines: list[str] = []
     blind_tables: list[str] = []
     for i, (path, held_score) in enumerate(BLIND_SCORES):
         total = held_rows(held_score)[-1]
         right, wrong = total[2] / total[1], total[4] / total[1]
+        nth = ordinals[min(i, len(ordinals) - 1)]
         blind_lines += [
-            f"  - `{_rel(path)}` ({len(files.get(path.name, []))} entries): the {ordinals[min(i, 4)]} set collected",
+            f"  - `{_rel(path)}` ({len(files.get(path.name, []))} entries): the {nth} set collected",
             "    blind, by someone who had not seen the signature table. It was scored once as the held-back",
             f"    part, at {right:.1%} right and {wrong:.1%} wrong (table below), then folded into tune: its",
             "    misses were studied as classes of failure and the table extended for those classes.",
         ]
-        if path == BLIND_3_PATH:
-            n, r, u, w = OFFSTACK_HELD_SCORE
+        offstack = OFFSTACK.get(path)
+        if offstack is not None:
+            n, r, u, w = offstack.held_score
             blind_lines += [
-                f"    Its {n} entries from other stacks (GPU nodes, other compilers' caches) were set aside",
-                f"    before scoring, into `{_rel(OFFSTACK_PATH)}`: scored once beside it ({r}/{n} right,",
+                f"    Its {n} entries from other stacks ({offstack.stacks}) were set aside",
+                f"    before scoring, into `{_rel(offstack.path)}`: scored once beside it ({r}/{n} right,",
                 f"    {u} unknown, {w} wrong), never counted and never tuned on.",
             ]
         blind_tables += [

@@ -19,6 +19,7 @@ from orchestrator.diagnose_corpus import (
     BLIND_3_PATH,
     BLIND_4_PATH,
     BLIND_5_PATH,
+    BLIND_6_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -1228,12 +1229,12 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    blind = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH)
+    blind = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH)
     order = [CORPUS_PATH.name, *(p.name for p in blind)]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
-    assert files.count(BLIND_5_PATH.name) == 61
+    assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1304,7 +1305,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.932 and tune.total.wrong <= 7, tune.total
+    assert tune.total.accuracy >= 0.893 and tune.total.wrong <= 8, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1315,6 +1316,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_5_PATH), "tune")  # 67.2 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.91 and blind.total.wrong <= 1, blind.total
+    blind = score(load_corpus(BLIND_6_PATH), "tune")  # 54.4 % right, 1 wrong when it was held back
+    assert blind.total.accuracy >= 0.54 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1343,12 +1346,14 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-3.yaml",
         "blind-4.yaml",
         "blind-5.yaml",
+        "blind-6.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
     assert doc["tune"]["per_file"]["blind-3.yaml"]["entries"] == 71
     assert doc["tune"]["per_file"]["blind-4.yaml"]["entries"] == 66
     assert doc["tune"]["per_file"]["blind-5.yaml"]["entries"] == 61
+    assert doc["tune"]["per_file"]["blind-6.yaml"]["entries"] == 57
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
@@ -1376,6 +1381,9 @@ def test_the_doc_without_the_held_back_file_shows_tune_figures_and_defers_the_he
     assert "scored once as the held-back part, at 64.0% right and 5.3% wrong" in flat
     assert "when it was the held-back part (77 entries" in text and "when it was the held-back part (75 entries" in text
     assert all(f"- `{f}`: " in text for f in ("corpus.yaml", "blind-1.yaml", "blind-2.yaml"))  # tune figures per file
+    # each blind set's entries from other stacks, set aside before scoring, are named beside it
+    assert "into `tests/data/diagnosis/blind-3-offstack.yaml`: scored once beside it (3/9 right," in text
+    assert "into `tests/data/diagnosis/blind-6-offstack.yaml`: scored once beside it (0/2 right," in text
 
 
 # ------------------------------------------------------ unknown with candidates
