@@ -326,6 +326,33 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "1333, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
     ),
     sig(
+        "ray-node-marked-dead",
+        "collective",
+        # a symptom: the cluster lost a member (its raylet crashed, was OOM-killed or preempted, or
+        # was too busy to answer); the node's own log has the cause
+        50,
+        r"has been marked dead because the (detector|monitor) has missed too many heartbeats from it",
+        "The Ray cluster declared a node dead after missed heartbeats: find what happened on that node "
+        "(its raylet log, `dmesg` for the OOM killer, preemption) and relaunch the gang.",
+        "https://github.com/ray-project/ray/issues/27710",
+        "The node with node id: c118acd15dee467500f3fb92b837db8e73d4e868e7e835585ace6f29 and address: "
+        "10.0.3.192 and node name: 10.0.3.192 has been marked dead because the detector has missed too many "
+        "heartbeats from it.",
+        consequence=True,
+    ),
+    sig(
+        "pmap-sees-only-local-devices",
+        "collective",
+        # a symptom: the program wants the slice's devices and sees only this host's several (the
+        # hosts did not start together as one gang); one device is a runtime fallback instead
+        45,
+        r"Cannot replicate across \d+ replicas because only ([2-9]|\d\d+) local devices are available",
+        "The program expects every host's devices but sees only this host's: start it on every worker of "
+        "the slice at once (the fleet's launch does) and initialise the distributed runtime before use.",
+        "https://github.com/jax-ml/jax/issues/3004",
+        "Cannot replicate across 32 replicas because only 8 local devices are available.",
+    ),
+    sig(
         "nccl-no-socket-interface",
         "collective",
         60,

@@ -179,6 +179,19 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "Error while serializing: I/O error: Operation not supported (os error 95)",
     ),
     sig(
+        "tf-cloud-write-tempfile-failed",
+        "disk",
+        60,
+        # TensorFlow's GCS/S3 writers stage each object in a local temporary file (under /tmp, or the
+        # working directory): the append fails when that disk is full or read-only
+        r"Could not append to the internal temporary file",
+        "TensorFlow could not stage a cloud-storage write in its local temporary file: the local disk "
+        "under it (/tmp, often the boot disk) is full or read-only; free it or point TMPDIR at a larger "
+        "writable disk.",
+        "https://github.com/tensorflow/tensorflow/issues/51935",
+        "Could not append to the internal temporary file",
+    ),
+    sig(
         "df-shows-full-filesystem",
         "disk",
         70,

@@ -85,7 +85,15 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "ssh-algorithm-negotiation",
         "transport",
         75,
-        r"Unable to negotiate with \S+( port \d+)?: no matching (host key type|key exchange method|cipher|MAC) found",
+        r"Unable to negotiate with \S+( port \d+)?: no matching (host key type|key exchange method|cipher|MAC) found"
+        # the same mismatch as the other SSH stacks word it: paramiko (kex, host key, cipher, MAC),
+        # libssh, Go's x/crypto/ssh, libssh2
+        r"|Incompatible ssh (peer|server) \((no acceptable (kex algorithm|host key|ciphers|macs|compression)"
+        r"|can't match requested host key type)\)"
+        r"|kex error ?: no match for method|ssh: handshake failed: ssh: no common algorithm for"
+        r"|Unable to exchange encryption keys"
+        # the worker's sshd refusing the client's key type or signature algorithm (OpenSSH 8.8+ drops ssh-rsa)
+        r"|userauth_pubkey: (key type|signature algorithm) \S+ not in Pubkey(AcceptedKeyTypes|AcceptedAlgorithms)",
         "Client and worker share no SSH algorithm (a newer OpenSSH dropped ssh-rsa or an old KEX): give "
         "the worker an ed25519 host key, or allow the algorithm for that host only.",
         "https://github.com/gokrazy/breakglass/issues/9",
@@ -205,11 +213,43 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "ssh-resolve-hostname",
         "transport",
         65,
-        r"ssh: Could not resolve hostname",
+        r"ssh: Could not resolve hostname"
+        # Fabric 1.x's wording of the same
+        r"|Name lookup failed for \S+",
         "The worker's address does not resolve: fix the host in fleet.yaml (a typo, a nickname, an empty "
         "value) or the controller's DNS.",
         "https://github.com/mfat/sshpilot/issues/483",
         "ssh: Could not resolve hostname router: Name or service not known",
+    ),
+    sig(
+        "host-name-unresolved",
+        "transport",
+        # a symptom: Python's resolver failing on a name, most often the worker's in an SSH client
+        # (paramiko, Fabric, a tool's own socket); a gang's rendezvous names its own error first
+        40,
+        r"\bgaierror: \[Errno (-2|-3|-5|7|8|11001|11004)\] ?(Name or service not known|Temporary failure in name "
+        r"resolution|No address associated with (hostname|nodename)|nodename nor servname provided, or not known"
+        r"|getaddrinfo failed|The requested name is valid)",
+        "The worker's host name does not resolve from this host: check the address in fleet.yaml (a typo, "
+        "user@ or a port inside the host field) and this host's DNS or /etc/hosts.",
+        "https://github.com/aker-gateway/Aker/issues/46",
+        "socket.gaierror: [Errno -2] Name or service not known",
+    ),
+    sig(
+        "ssh-key-unreadable",
+        "transport",
+        70,
+        # the SSH client could not read the private key it was given or found (a format its release
+        # does not know, e.g. the OpenSSH format under an old paramiko, or the wrong file): paramiko's
+        # and libssh2's wordings
+        r"\bnot a valid (RSA|DSA|EC|ECDSA|OPENSSH|Ed25519) private key file|\bencountered (RSA|DSA|EC|OPENSSH) key, "
+        r"expected (RSA|DSA|EC|OPENSSH) key|SSHException: Invalid key\b"
+        r"|Unable to extract public key from private key file|invalid/unrecognized private key file format",
+        "The SSH client could not read the private key: give the fleet a key file in a format this client "
+        "reads (an ed25519 key, or `ssh-keygen -p -m PEM` for an old paramiko) and check the path names the "
+        "key the worker expects.",
+        "https://github.com/Xpra-org/xpra/issues/2307",
+        "paramiko.ssh_exception.SSHException: not a valid RSA private key file",
     ),
     sig(
         "gcloud-ssh-failed",

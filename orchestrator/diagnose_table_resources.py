@@ -99,7 +99,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         90,
         r"Ran out of memory in memory space hbm|\bCompileTimeHbmOom\b"
         # XLA:TPU's memory report, printed with the OOM whatever the status line above it says
-        r"|^\s*Program hbm requirement [\d.]+[KMGT]?:",
+        r"|^\s*Program hbm requirement [\d.]+[KMGT]?:"
+        # XLA:TPU's fast exit when the estimate alone far exceeds the chip's memory
+        r"|Aborting compilation early because it's unlikely to have enough memory",
         "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "
         "the largest allocations listed after this line.",
         "https://github.com/tensorflow/tpu/issues/385",
@@ -251,6 +253,8 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "memory",
         20,
         r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
+        # the shell's job report of a command it ran (job number or PID, then the command line)
+        r"|^\s*(\[\d+\][+-]?|\d+) +Killed(: 9)? {2,}\S"
         r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
         r"|returned non-zero exit status -9\b"
         # torchelastic's report of a rank the OOM killer took (failed line, root-cause table; the

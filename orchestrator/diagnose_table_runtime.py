@@ -37,9 +37,12 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "libtpu-not-found",
         "runtime-proof",
         80,
-        r"(OSError|EnvironmentError): libtpu not found",
-        "torch_xla with PJRT_DEVICE=TPU found no libtpu: the bundle lacks libtpu (or TPU_LIBRARY_PATH "
-        "points nowhere); install the bundle's libtpu wheel.",
+        r"(OSError|EnvironmentError): libtpu not found"
+        # the libtpu package itself is absent (a submodule missing from an installed libtpu is another
+        # release's layout, bundle-skew)
+        r"|No module named '?libtpu(?![.\w])",
+        "The runtime found no libtpu (torch_xla with PJRT_DEVICE=TPU, or `import libtpu`): the bundle lacks "
+        "libtpu (or TPU_LIBRARY_PATH points nowhere); install the bundle's libtpu wheel.",
         PTXLA_GH + "torch_xla/_internal/tpu.py",
         "OSError: libtpu not found",
     ),
@@ -206,6 +209,20 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/openai/grok/issues/40",
         "Unable to initialize backend 'tpu': UNIMPLEMENTED: LoadPjrtPlugin is not implemented on windows "
         "yet. (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    sig(
+        "tpu-global-topology-unavailable",
+        "runtime-proof",
+        # a symptom: the runtime could not assemble the slice's topology (no driver bound to the chips
+        # under a wrong TPU software version, or the program started on one worker of a multi-host
+        # slice); torch_xla's and JAX's wordings, above JAX's generic backend failure around it
+        50,
+        r"Failed to get global TPU topology",
+        "The TPU runtime could not learn the slice's topology: start the program on every worker of the "
+        "slice, and check the chips are bound to the driver (`ls /dev/vfio /dev/accel*`; the VM's TPU "
+        "software version must match the generation) before relaunching.",
+        "https://github.com/pytorch/xla/issues/9753",
+        "RuntimeError: Failed to get global TPU topology",
     ),
     sig(
         "tpu-device-count-env-mismatch",
@@ -407,7 +424,9 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         # torch/XLA extension whose companion library is not installed beside it.
         55,
         r"\.so(\.[\w.]+)?: undefined symbol: \w+"
-        r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file",
+        r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file"
+        # a wheel built against a newer C or C++ runtime than the host's (glibc, libstdc++)
+        r"|version [`'\u2018]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+['\u2019]? not found \(required by",
         "A compiled extension was built against another version of a library it loads: install the "
         "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
         "https://github.com/conda-forge/jaxlib-feedstock/issues/139",
@@ -447,7 +466,9 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         # jax raises AttributeError for a removed (or accelerated-deprecation) name from its module
         # __getattr__ in deprecations.py: the frame alone shows a caller written for another jax, even
         # when the exception line is cut off; plain and IPython traceback forms
-        r"jax[/\\]_src[/\\]deprecations\.py(\", line |:)\d+, in (\w+\.<locals>\.)?(getattr|__getattr__)\b",
+        r"jax[/\\]_src[/\\]deprecations\.py(\", line |:)\d+, in (\w+\.<locals>\.)?(getattr|__getattr__)\b"
+        # the message jax raises there (or for a removed argument), naming the release that removed it
+        r"|\bjax[\w.]* (was|were|has been) removed in JAX v?\d+\.\d+|\bargument to jnp\.\w+ was removed in JAX v?\d",
         "A library calls a jax API the installed jax removed: install the library release made for this "
         "jax, or the jax it was made for, as one bundle.",
         "https://github.com/jax-ml/jax/issues/22990",

@@ -849,6 +849,116 @@ CLASS_VARIANTS = [
         "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices amd.com/gpu, which "
         "is unexpected",
     ),
+    # the sixth blind set's classes, each in another thread's or tool's wording:
+    # no shared SSH algorithm, as paramiko (host key, ciphers, MACs; paramiko-ng#69), the worker's
+    # sshd (OpenSSH 8.8+ refusing ssh-rsa: mscdex/ssh2#1102, paramiko#2191), Go's x/crypto/ssh,
+    # libssh and libssh2 say it
+    ("ssh-algorithm-negotiation", "SSHException: Incompatible ssh peer (no acceptable host key)"),
+    (
+        "ssh-algorithm-negotiation",
+        "paramiko.ssh_exception.IncompatiblePeer: Incompatible ssh server (no acceptable ciphers)",
+    ),
+    ("ssh-algorithm-negotiation", "paramiko.ssh_exception.SSHException: Incompatible ssh server (no acceptable macs)"),
+    (
+        "ssh-algorithm-negotiation",
+        "Dec 08 10:23:05 sshd[1186008]: userauth_pubkey: key type ssh-rsa not in PubkeyAcceptedAlgorithms [preauth]",
+    ),
+    (
+        "ssh-algorithm-negotiation",
+        "Feb 21 10:58:02 host sshd[19345]: userauth_pubkey: signature algorithm ssh-rsa not in "
+        "PubkeyAcceptedAlgorithms [preauth]",
+    ),
+    (
+        "ssh-algorithm-negotiation",
+        "ssh: handshake failed: ssh: no common algorithm for key exchange; client offered: [curve25519-sha256], "
+        "server offered: [diffie-hellman-group1-sha1]",
+    ),
+    (
+        "ssh-algorithm-negotiation",
+        "kex error : no match for method server host key algo: server [ssh-rsa], client [ssh-ed25519]",
+    ),
+    ("ssh-algorithm-negotiation", "ssh2.exceptions.KeyExchangeError: Unable to exchange encryption keys"),
+    # a private key the client cannot read: paramiko's other key types (paramiko#2431, #2515, #1430)
+    # and libssh2's wording
+    ("ssh-key-unreadable", "paramiko.ssh_exception.SSHException: not a valid OPENSSH private key file"),
+    ("ssh-key-unreadable", "paramiko.ssh_exception.SSHException: encountered RSA key, expected OPENSSH key"),
+    ("ssh-key-unreadable", "SSHException: not a valid EC private key file"),
+    ("ssh-key-unreadable", "paramiko.ssh_exception.SSHException: Invalid key"),
+    (
+        "ssh-key-unreadable",
+        "ssh2.exceptions.PublicKeyInitError: Unable to extract public key from private key file: Wrong passphrase "
+        "or invalid/unrecognized private key file format",
+    ),
+    # the worker's name unresolved, as Python's resolver says it on Windows, without DNS, on macOS,
+    # and as Fabric 1.x words it
+    ("host-name-unresolved", "socket.gaierror: [Errno 11001] getaddrinfo failed"),
+    ("host-name-unresolved", "socket.gaierror: [Errno -3] Temporary failure in name resolution"),
+    ("host-name-unresolved", "gaierror: [Errno 8] nodename nor servname provided, or not known"),
+    ("ssh-resolve-hostname", "Fatal error: Name lookup failed for ec2-54-1-2-3.compute-1.amazonaws.com"),
+    # libtpu absent, in Python 2's form too (pytorch/xla#7731)
+    ("libtpu-not-found", "ModuleNotFoundError: No module named 'libtpu'"),
+    ("libtpu-not-found", "ImportError: No module named libtpu"),
+    # the slice's topology unavailable, as JAX's backend reports it (marin-community/marin#3737)
+    (
+        "tpu-global-topology-unavailable",
+        "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU topology.",
+    ),
+    # a wheel built against a newer glibc or libstdc++ than the host's
+    (
+        "native-extension-mismatch",
+        "ImportError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.28' not found (required by "
+        "/usr/local/lib/python3.8/site-packages/jaxlib/xla_extension.so)",
+    ),
+    (
+        "native-extension-mismatch",
+        "ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not found (required by "
+        "/opt/conda/lib/python3.10/site-packages/torch_xla/lib/libptxla.so)",
+    ),
+    # jax's own words for other removed APIs and a removed argument
+    (
+        "jax-removed-api-frame",
+        "AttributeError: jax.experimental.enable_x64 was removed in JAX v0.9.0; use jax.enable_x64(True) instead.",
+    ),
+    (
+        "jax-removed-api-frame",
+        "AttributeError: jax.lib.xla_bridge.xla_client was removed in JAX v0.4.38; use jax.lib.xla_client directly.",
+    ),
+    (
+        "jax-removed-api-frame",
+        "TypeError: The newshape argument to jnp.reshape was removed in JAX v0.4.36. Use shape instead.",
+    ),
+    # XLA:TPU's compile-time fast exit, as its status line carries it
+    (
+        "hbm-oom",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Compilation failure: Aborting compilation early "
+        "because it's unlikely to have enough memory. Requires 3.84T, has 90.96G available. If more detailed "
+        "logging is desired, set --xla_tpu_impure_oom_fast_exit_threshold=-1",
+    ),
+    # the shell's job report of a killed command, by job number
+    ("process-killed", "[1]+  Killed                  python train.py --config cfg.yaml"),
+    # a Ray node declared dead, in older releases' wordings
+    (
+        "ray-node-marked-dead",
+        "2019-04-18 02:11:56,294\tERROR worker.py:1780 -- The node with client ID "
+        "37669ef11ddbd4e5fb6ae9e089dedc0475c3f89d has been marked dead because the monitor has missed too many "
+        "heartbeats from it.",
+    ),
+    (
+        "ray-node-marked-dead",
+        "The node with node id 5f0c has been marked dead because the detector has missed too many heartbeats from "
+        "it. This can happen when a raylet crashes unexpectedly or has lagging heartbeats.",
+    ),
+    # another slice's host seeing only its own devices
+    (
+        "pmap-sees-only-local-devices",
+        "ValueError: Cannot replicate across 16 replicas because only 4 local devices are available. (local devices "
+        "= TPU_0(host=0,(0,0,0,0)), TPU_1(host=0,(0,0,0,1)), TPU_2(host=0,(1,0,0,0)), TPU_3(host=0,(1,0,0,1)))",
+    ),
+    # TensorFlow's cloud writer failing to stage a checkpoint locally (tensorflow/tensorflow#37132)
+    (
+        "tf-cloud-write-tempfile-failed",
+        "tensorflow.python.framework.errors_impl.InternalError: Could not append to the internal temporary file.",
+    ),
 ]
 
 
@@ -1028,6 +1138,48 @@ NOT_THE_CLASS = [
         None,
     ),
     ("0/3 nodes are available: 3 Insufficient google.com/tpu.", None),
+    # near misses of the sixth blind set's classes: paramiko's and sshd's healthy negotiation and
+    # login, a config line, a key's own header, other resolvers' failures (an HTTP client's, c10d's),
+    # libtpu's submodules and other packages, a glibc version banner, jax's deprecation warning, the
+    # OOM fast-exit flag set on purpose, other job states, other programs' heartbeats, one local
+    # device (a CPU fallback), another write failure
+    ("INFO:paramiko.transport:Connected (version 2.0, client OpenSSH_6.7)", None),
+    (
+        "DEBUG:paramiko.transport:kex algos:['curve25519-sha256@libssh.org'] server key:['ssh-rsa', 'rsa-sha2-512']",
+        None,
+    ),
+    (
+        "Dec 08 10:22:37 sshd[1185988]: Accepted publickey for user1 from 91.240.133.197 port 49334 ssh2: RSA "
+        "SHA256:L8X/j69aMVbGLsKn3e17FQ3uLcOrQsbeHhjv9S5Dcko",
+        None,
+    ),
+    ("PubkeyAcceptedAlgorithms +ssh-rsa", None),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----", None),
+    (
+        "urllib3.exceptions.NewConnectionError: <urllib3.connection.HTTPSConnection object at 0x7f>: Failed to "
+        "establish a new connection: [Errno -2] Name or service not known",
+        None,
+    ),
+    (
+        "[W socket.cpp:601] [c10d] The IPv6 network addresses of (user, 53821) cannot be retrieved (gai error: -3 - "
+        "Temporary failure in name resolution).",
+        None,
+    ),
+    ("ModuleNotFoundError: No module named 'libtpu.sdk'", "frontend-module-missing"),
+    ("ModuleNotFoundError: No module named 'libtpu_nightly'", None),
+    ("ldd (Ubuntu GLIBC 2.35-0ubuntu3.1) 2.35", None),
+    (
+        "DeprecationWarning: jax.tree_map is deprecated: use jax.tree.map (jax v0.4.25 or newer) or "
+        "jax.tree_util.tree_map (any JAX version).",
+        None,
+    ),
+    ('export LIBTPU_INIT_ARGS="--xla_tpu_impure_oom_fast_exit_threshold=-1"', None),
+    ("[1]+  Terminated              python train.py", None),
+    ("[2]-  Done                    python eval.py", None),
+    ("Killed 3 stale processes", None),
+    ("Missed too many heartbeats. Disconnecting", None),
+    ("ValueError: Cannot replicate across 2 replicas because only 1 local devices are available.", None),
+    ("Could not append to file /tmp/log.txt", None),
 ]
 
 
@@ -1080,7 +1232,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 150
+    assert 30 <= len(ids) <= 175
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -1305,7 +1457,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.893 and tune.total.wrong <= 8, tune.total
+    assert tune.total.accuracy >= 0.925 and tune.total.wrong <= 7, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1317,7 +1469,7 @@ def test_tune_accuracy_does_not_regress():
     blind = score(load_corpus(BLIND_5_PATH), "tune")  # 67.2 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.91 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_6_PATH), "tune")  # 54.4 % right, 1 wrong when it was held back
-    assert blind.total.accuracy >= 0.54 and blind.total.wrong <= 1, blind.total
+    assert blind.total.accuracy >= 0.85 and blind.total.wrong == 0, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
