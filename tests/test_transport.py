@@ -352,3 +352,29 @@ def test_a_failure_in_invokes_stdin_thread_is_named_by_what_it_was_not_by_its_tr
         "connect",
         "cannot reach 127.0.0.9:22: OSError: Socket is closed",
     )
+
+
+class _Sessions:
+    """A connection as `_open_session` sees it: Fabric's `create_session` and paramiko's transport."""
+
+    def __init__(self, active: bool | None, forward_agent: bool = False) -> None:
+        self.forward_agent = forward_agent
+        self.transport = (
+            None if active is None else type("T", (), {"active": active, "open_session": lambda _: "paramiko"})()
+        )
+
+    def create_session(self) -> str:
+        return "fabric"
+
+
+@pytest.mark.parametrize(
+    "conn, opened_by",
+    [
+        (_Sessions(active=True), "paramiko"),  # open, no agent: paramiko's open_session, without Fabric's decorator
+        (_Sessions(active=True, forward_agent=True), "fabric"),  # Fabric attaches the agent handler
+        (_Sessions(active=False), "fabric"),  # Fabric opens the connection first
+        (_Sessions(active=None), "fabric"),
+    ],
+)
+def test_a_session_is_opened_by_paramiko_only_on_an_open_connection_without_agent_forwarding(conn, opened_by):
+    assert FabricTransport([worker()], SshSettings())._open_session(conn) == opened_by
