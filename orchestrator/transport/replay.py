@@ -227,10 +227,10 @@ def _typed(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def _stamp(path: str) -> str | None:
-    """A file's content digest; None when absent."""
+def _read_file(path: str) -> bytes | None:
+    """A file's content; None when absent."""
     try:
-        return hashlib.sha256(Path(os.path.expanduser(path)).read_bytes()).hexdigest()
+        return Path(os.path.expanduser(path)).read_bytes()
     except FileNotFoundError:
         return None
 
@@ -245,9 +245,10 @@ def stamps(files: list[str]) -> dict[str, str | None] | None:
     """Each file's digest; None when an ssh_config file has a `Match` line (it may answer differently later)."""
     out: dict[str, str | None] = {}
     for name in files:
-        out[name] = _stamp(name)
-        if out[name] is not None and "fabric" not in Path(name).name:
-            text = Path(os.path.expanduser(name)).read_text(errors="replace")
+        content = _read_file(name)
+        out[name] = hashlib.sha256(content).hexdigest() if content is not None else None
+        if content is not None and "fabric" not in Path(name).name:
+            text = content.decode(errors="replace")
             if any(line.strip().lower().startswith("match") for line in text.splitlines()):
                 return None
     return out
