@@ -23,7 +23,7 @@ from typing import Any
 from hostside import lease
 from hostside.deploy_interpreter import system_problem
 from hostside.deploy_store import DeployFailure, _env_id, _stored, env_problem
-from hostside.layout import Layout
+from hostside.layout import RENEWED_FILE, Layout
 
 # The deploy lock is a heartbeat lease (hostside.lease) with these field names on disk.
 LOCK_FIELDS = lease.Fields(token="token", heartbeat="heartbeat")
@@ -211,6 +211,37 @@ def _heartbeat(req: dict[str, Any]) -> dict[str, Any]:
 CONTROLLER_LEASE_TTL = lease.CONTROLLER_LEASE_TTL  # seconds without a renewal before a worker gives up
 WATCH_EVERY = 1.0
 
+# Renews the controller lease: rewrites the lane's RENEWED_FILE with the deploy's token
+# ("$2") and the controller's count ("$3"), atomically. A shell command of a few ms of a
+# worker's CPU, where a `heartbeat` action (Python, the lane mutex, the lock's JSON) costs
+# about 100 ms: at 256 workers every few seconds, that alone outran a 2-core machine
+# hosting them and starved the renewals it carried. The lock's own heartbeat (what another
+# deploy judges staleness by, over STALE_AFTER) is refreshed by `heartbeat`, less often.
+RENEW_SCRIPT = (
+    '[ -d "$1" ] || exit 1; umask 022; '
+    'printf \'{"token": "%s", "renewed": %d}\\n\' "$2" "$3" > "$1/.$4.$2.tmp" && mv -f "$1/.$4.$2.tmp" "$1/$4"'
+)
+
+
+def renew_argv(root: str, lane: str, token: str, count: int) -> list[str]:
+    """The command that renews deploy `token`'s controller lease on lane `lane` with the controller's `count`."""
+    return ["sh", "-c", RENEW_SCRIPT, "orch-renew", Layout(root).lane_dir(lane), token, str(int(count)), RENEWED_FILE]
+
+
+def watch_lease(layout: Layout, req: dict[str, Any], *, ttl: float, on_lost: Callable[[str], None]) -> Any:
+    """Watch the deploy's controller lease on its lane (renewed by its lock's heartbeat or by
+    `renew_argv`); `on_lost(why)` once it lapses. Returns the event that stops watching."""
+    return lease.watch(
+        layout.deploy_lock(req["lane"]),
+        LOCK_FIELDS,
+        str(req["holder"].get("token")),
+        ttl=ttl,
+        every=WATCH_EVERY,
+        on_lost=on_lost,
+        renewals=layout.deploy_renewed(req["lane"]),
+    )
+
+
 _children: set[subprocess.Popen[str]] = set()
 _cleanups: list[Callable[[], None]] = []
 _abandoning = threading.Event()
@@ -286,14 +317,7 @@ def abandon(layout: Layout, req: dict[str, Any], action: str, why: str) -> None:
 def _watched(req: dict[str, Any], action: str, ttl: float = CONTROLLER_LEASE_TTL) -> Iterator[None]:
     """Run the body while the controller keeps renewing our lock; `abandon` otherwise."""
     layout = Layout(req["root"])
-    stop = lease.watch(
-        layout.deploy_lock(req["lane"]),
-        LOCK_FIELDS,
-        str(req["holder"].get("token")),
-        ttl=ttl,
-        every=WATCH_EVERY,
-        on_lost=lambda why: abandon(layout, req, action, why),
-    )
+    stop = watch_lease(layout, req, ttl=ttl, on_lost=lambda why: abandon(layout, req, action, why))
     try:
         yield
     finally:

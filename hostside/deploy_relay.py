@@ -12,8 +12,7 @@ import socket
 import tempfile
 from typing import Any
 
-from hostside import lease
-from hostside.deploy_lock import CONTROLLER_LEASE_TTL, LOCK_FIELDS, WATCH_EVERY, abandon
+from hostside.deploy_lock import CONTROLLER_LEASE_TTL, abandon, watch_lease
 from hostside.deploy_store import DeployFailure
 from hostside.files import write_atomic as _write_atomic
 from hostside.layout import Layout
@@ -42,12 +41,10 @@ def serve(req: dict[str, Any]) -> dict[str, Any]:
     signal.alarm(int(req.get("lifetime", 900)))  # a cap; the controller lease ends it far sooner
     if "holder" in req and "lane" in req:
         # Serve only while the deploy's controller keeps renewing its lock here.
-        lease.watch(
-            layout.deploy_lock(req["lane"]),
-            LOCK_FIELDS,
-            str(req["holder"].get("token")),
+        watch_lease(
+            layout,
+            req,
             ttl=float(req.get("lease_ttl", CONTROLLER_LEASE_TTL)),
-            every=WATCH_EVERY,
             on_lost=lambda why: _stop_serving(layout, req, why),
         )
     _serve_forever(sock, layout.store, token)

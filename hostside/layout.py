@@ -17,6 +17,9 @@ from __future__ import annotations
 import os
 
 LIBTPU_LOCKFILE = "/tmp/libtpu_lockfile"
+# The controller lease of a deploy: `{"token": T, "renewed": N}`, rewritten by a shell command
+# (hostside.deploy_lock.renew_argv) every few seconds while the deploy holds the lane's lock.
+RENEWED_FILE = "deploy.renewed"
 
 
 class Layout:
@@ -58,6 +61,10 @@ class Layout:
 
     def deploy_lock(self, lane: str) -> str:
         return self._p("lanes", lane, "deploy.lock")
+
+    def deploy_renewed(self, lane: str) -> str:
+        """The controller lease's renewals beside the lock (hostside.deploy_lock.renew_argv)."""
+        return self._p("lanes", lane, RENEWED_FILE)
 
     def deploy_receipts(self, lane: str) -> str:
         return self._p("receipts", "deploy", f"{lane}.jsonl")

@@ -244,14 +244,38 @@ class Observer:
 _UNSEEN = object()
 
 
+def renewal(path: str, token: str) -> int | None:
+    """The count in a renewal file (`{"token": T, "renewed": N}`, written by a shell command of the
+    controller's) when it is `token`'s; None when absent, another token's or not that shape."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            doc = json.loads(fh.read(4096))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("token") != token:
+        return None
+    count = doc.get("renewed")
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 def watch(
-    path: str, fields: Fields, token: str, *, ttl: float, every: float, on_lost: Callable[[str], None]
+    path: str,
+    fields: Fields,
+    token: str,
+    *,
+    ttl: float,
+    every: float,
+    on_lost: Callable[[str], None],
+    renewals: str | None = None,
 ) -> threading.Event:
     """Watch `token`'s lease at `path` from a daemon thread; call `on_lost(why)` once, when
-    it is released, taken by another token, or its heartbeat has not changed for `ttl`
-    seconds of this reader's monotonic clock. Set the returned event to stop watching."""
+    it is released, taken by another token, or it has not been renewed for `ttl` seconds of
+    this reader's monotonic clock. A renewal is a change of its heartbeat or, with
+    `renewals`, of that file's count for `token` (see `renewal`). Set the returned event to
+    stop watching."""
     stop = threading.Event()
     observer = Observer(ttl)
+    last: list[object] = [_UNSEEN]  # the last heartbeat read
 
     def loop() -> None:
         while not stop.wait(every):
@@ -261,7 +285,9 @@ def watch(
                 on_lost(f"the lease at {path} was {why}")
                 return
             # An unreadable file (torn by a full disk) is no renewal: it only ages.
-            beat = reading.heartbeat if reading.state == "held" else observer.last
+            if reading.state == "held":
+                last[0] = reading.heartbeat
+            beat = last[0] if renewals is None else (last[0], renewal(renewals, token))
             if not observer.see(beat):
                 on_lost(f"the lease at {path} was not renewed for {observer.silent_for():.0f}s (bound {ttl:g}s)")
                 return

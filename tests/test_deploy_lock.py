@@ -20,6 +20,7 @@ from fakes import worker
 from waiting import wait_for
 
 from hostside import deploy as hd
+from hostside import deploy_lock as dl
 from hostside import lease
 from hostside.layout import Layout
 from hostside.procfs import host_identity
@@ -282,6 +283,51 @@ def test_a_watcher_calls_lost_once_the_controller_stops_renewing_and_not_while_i
     assert "was not renewed" in lost[0] and len(lost) == 1
 
 
+def renew(root: Path, token: str, count: int) -> subprocess.CompletedProcess[str]:
+    """The controller's renewal command, run here as a worker's shell runs it."""
+    argv = dl.renew_argv(str(root), "cpu", token, count)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def test_the_renewal_command_writes_the_token_and_count_beside_the_lock_atomically(tmp_path):
+    hold(tmp_path, OURS, 1000.0)
+    assert renew(tmp_path, OURS["token"], 7).returncode == 0
+    renewed = Path(Layout(str(tmp_path)).deploy_renewed("cpu"))
+    assert json.loads(renewed.read_text()) == {"token": OURS["token"], "renewed": 7}
+    assert lease.renewal(str(renewed), OURS["token"]) == 7 and lease.renewal(str(renewed), "beef") is None
+    assert sorted(p.name for p in renewed.parent.iterdir()) == ["deploy.lock", "deploy.renewed"]  # no temp file left
+    assert renew(tmp_path / "elsewhere", OURS["token"], 8).returncode != 0  # no lane directory: nothing made
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"token": "0a0a"}', '{"token": "0a0a", "renewed": true}', "{" * 5000])
+def test_a_renewal_file_of_another_shape_is_no_renewal(tmp_path, text):
+    path = tmp_path / "deploy.renewed"
+    path.write_text(text)
+    assert lease.renewal(str(path), "0a0a") is None
+
+
+def test_a_watcher_takes_the_cheap_renewals_for_the_controller_lease_and_only_its_own(tmp_path):
+    hold(tmp_path, OURS, 1000.0)  # the lock's own heartbeat never changes here
+    layout = Layout(str(tmp_path))
+    lost: list[str] = []
+    stop = dl.watch_lease(layout, request(tmp_path, holder=OURS), ttl=5.0, on_lost=lost.append)
+    renewed_until = time.monotonic() + 7.0  # longer than the ttl
+    count = 0
+    while time.monotonic() < renewed_until:  # the controller renews with the shell command only: never lost
+        count += 1
+        assert renew(tmp_path, OURS["token"], count).returncode == 0
+        time.sleep(0.1)
+    assert lost == []
+    deadline = time.monotonic() + 30.0
+    while not lost and time.monotonic() < deadline:  # another deploy's renewals are none of ours
+        count += 1
+        renew(tmp_path, THEIRS["token"], count)
+        time.sleep(0.1)
+    wait_for(lambda: lost, 10, "the watcher to give up on a silent controller")
+    stop.set()
+    assert "was not renewed" in lost[0] and len(lost) == 1
+
+
 def test_a_watcher_calls_lost_when_the_lock_is_released_or_taken(tmp_path):
     for after in (None, THEIRS):
         hold(tmp_path, OURS, 1000.0)
@@ -521,3 +567,25 @@ def test_the_seed_is_a_worker_with_room_for_every_wheel_anyone_lacks(scripted_tr
     job.serve = lambda w: None  # no relay: peers get theirs pushed
     job.transfer({"w0": [a.request(), b.request()], "w1": [c.request()]})
     assert job.seed == "w1" and pushed == {"w1": ["a", "b", "c"], "w0": ["a", "b"]}
+
+
+def test_the_controller_renews_with_the_shell_command_and_refreshes_the_lock_every_few_beats(
+    scripted_transport, state_home
+):
+    plan = plan_with(1, [])
+    fake = scripted_transport(plan.workers)
+    job = core._Deploy(plan, fake, dict(OURS), lambda w, p: None)
+    job.locked = {"w0"}
+    counts: list[str] = []
+    for beat in range(1, 2 * lane_lock.LOCK_REFRESH_EVERY + 1):
+        if (beat - 1) % lane_lock.LOCK_REFRESH_EVERY == 0:
+            fake.expect_job("w0", "deploy", ["heartbeat"], answer={"ok": True, "refreshed": True})
+        else:
+            fake.expect_run("w0", ["sh", "-c", dl.RENEW_SCRIPT], check=lambda c: counts.append(c.argv[-2]))
+    for _ in range(2 * lane_lock.LOCK_REFRESH_EVERY):
+        job.beat()
+        wait_for(lambda: not job.beating, 10, "the beat to end")
+    fake.verify()
+    every = lane_lock.LOCK_REFRESH_EVERY
+    assert counts == [str(n) for n in range(1, 2 * every + 1) if (n - 1) % every != 0]
+    assert job.lost == {}

@@ -366,6 +366,7 @@ def test_a_second_deploy_while_one_runs_is_refused_naming_the_holder_whose_heart
     small.deploy("small-a")
     b = small.lock("small-b")
     monkeypatch.setattr(deploy_job, "HEARTBEAT_EVERY", 0.5)
+    monkeypatch.setattr(deploy_job, "LOCK_REFRESH_EVERY", 1)  # every beat refreshes the lock itself here
     fleet = load_fleet(small.fleet_path("small-b"))
     plan = core.plan_deploy(fleet, "cpu")
     first, gate, seen = threading.Lock(), threading.Event(), {}

@@ -12,10 +12,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hostside.deploy import describe_holder
+from hostside.deploy_lock import renew_argv
 from orchestrator.bundle import CachedWheel
 from orchestrator.deploy.lane_lock import (
     HEARTBEAT_EVERY,
     HEARTBEAT_TIMEOUT,
+    LOCK_REFRESH_EVERY,
     STALE_AFTER,
     _Heartbeat,
     _holder_is_dead,
@@ -72,6 +74,7 @@ class _Deploy:
         self.lost: dict[str, dict[str, Any] | None] = {}  # worker -> who holds our lock now (from a heartbeat)
         self.beating: set[str] = set()  # workers with a heartbeat call in flight
         self.beating_guard = threading.Lock()
+        self.beats = 0  # beat() calls so far: the controller lease's renewal count
 
     # -- plumbing --------------------------------------------------------
 
@@ -379,25 +382,38 @@ class _Deploy:
             )
 
     def beat(self) -> None:
-        """Refresh the heartbeat of our lock on every worker that holds it.
+        """Renew the controller lease on every worker that holds our lock.
 
-        This is the controller lease: the workers' long actions and the relay
-        end themselves when it stops. Runs beside the steps on the same
-        connections: each call is its own SSH channel, and it never uses the
-        transport's worker pool, which long uploads and installs may fill. One
-        thread per worker, not joined, so a hung worker never delays the
-        others' beats; a worker whose previous beat is still in flight is
-        skipped. Daemon threads, so a stuck beat never holds up the exit."""
+        The workers' long actions and the relay end themselves when it stops.
+        A beat is a shell command rewriting the lane's renewal file (a few ms
+        of the worker's CPU, `hostside.deploy_lock.renew_argv`); every
+        LOCK_REFRESH_EVERY-th beat, from the first, is the `heartbeat` action
+        instead, which refreshes the lock's own heartbeat (what another deploy
+        judges staleness by) and finds a lock taken from us. Runs beside the
+        steps on the same connections: each call is its own SSH channel, and it
+        never uses the transport's worker pool, which long uploads and installs
+        may fill. One thread per worker, not joined, so a hung worker never
+        delays the others' beats; a worker whose previous beat is still in
+        flight is skipped. Daemon threads, so a stuck beat never holds up the exit."""
+        self.beats += 1
+        refresh = (self.beats - 1) % LOCK_REFRESH_EVERY == 0
         for name in sorted(self.locked.copy()):
             with self.beating_guard:
                 if name in self.beating:
                     continue
                 self.beating.add(name)
-            threading.Thread(target=self.beat_one, args=(name,), name=f"orch-heartbeat-{name}", daemon=True).start()
+            threading.Thread(
+                target=self.beat_one, args=(name, self.beats, refresh), name=f"orch-heartbeat-{name}", daemon=True
+            ).start()
 
-    def beat_one(self, name: str) -> None:
+    def beat_one(self, name: str, count: int = 0, refresh: bool = True) -> None:
+        w = self.workers[name]
         try:
-            doc = self.call(self.workers[name], "heartbeat", timeout=HEARTBEAT_TIMEOUT)
+            if not refresh:
+                argv = renew_argv(w.root, self.plan.lane, str(self.holder["token"]), count)
+                self.t.run_one(name, argv, timeout=HEARTBEAT_TIMEOUT)
+                return
+            doc = self.call(w, "heartbeat", timeout=HEARTBEAT_TIMEOUT)
         except Exception:
             return  # unreachable now: the step in flight there reports why
         finally:

@@ -29,6 +29,9 @@ STALE_AFTER = 300.0  # seconds without a heartbeat before another deploy may tak
 # (hostside.lease, 20 s), so this must stay well below that.
 HEARTBEAT_EVERY = CONTROLLER_RENEW_EVERY
 HEARTBEAT_TIMEOUT = 60.0  # a timed-out call drops the worker's connection (and any upload on it): be patient
+# Every this many beats, from the first, a beat refreshes the lock itself (its heartbeat,
+# and who holds it) instead of the cheap renewal: every 30 s, well inside STALE_AFTER.
+LOCK_REFRESH_EVERY = 6
 
 
 def controller_identity(token: str, bundle_id: str | None) -> dict[str, Any]:
