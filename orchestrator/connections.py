@@ -25,6 +25,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ DIR_ENV = "ORCH_PERSIST_DIR"
 FLEET_ENV = "ORCH_FLEET"
 # No honest request or reply comes near this; a bigger length is a broken peer.
 MAX_FRAME = 256 << 20
+# The holder's listen backlog (ssh.max_parallel is at most 1024), and the pause between
+# connects a full backlog refused.
+BACKLOG = 1024
+BACKLOG_RETRY = 0.005
 _LEN = struct.Struct(">I")
 
 
@@ -174,11 +179,26 @@ def frames(sock: socket.socket) -> Iterator[dict[str, Any]]:
 
 
 def connect(path: Path, timeout: float | None = 5.0) -> socket.socket:
-    """A connection to the holder at `path`, past its greeting (which says whether it accepts us)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
+    """A connection to the holder at `path`, past its greeting (which says whether it accepts us).
+
+    A unix socket whose backlog is full refuses a connect with a timeout at once (EAGAIN)
+    rather than waiting: that is retried until `timeout`, as a blocking connect would wait."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
-        sock.connect(str(path))
+        try:
+            sock.connect(str(path))
+            break
+        except BlockingIOError:
+            sock.close()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            time.sleep(BACKLOG_RETRY)
+        except BaseException:
+            sock.close()
+            raise
+    try:
         got = receive(sock)
         if got is None:
             raise WireError(f"{path}: the holder closed the connection without a greeting")

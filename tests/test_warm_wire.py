@@ -176,3 +176,48 @@ def test_a_fast_path_whose_output_cannot_be_written_does_not_exit_as_if_it_had_b
     finally:
         os.close(writer)
     assert done.returncode not in (0, 3)
+
+
+def test_a_connect_a_full_backlog_refuses_is_retried_until_the_holder_accepts(tmp_path):
+    import threading
+    import time
+
+    path = tmp_path / "h.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    queued = []
+    while True:  # fill the backlog: a connect with a timeout is now refused at once (EAGAIN)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(1.0)
+        try:
+            s.connect(str(path))
+        except BlockingIOError:
+            s.close()
+            break
+        queued.append(s)
+
+    def holder() -> None:  # a busy holder that catches up after a while
+        time.sleep(0.3)
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            wire.send(conn, {"ok": True, "protocol": wire.PROTOCOL})
+
+    threading.Thread(target=holder, daemon=True).start()
+    try:
+        with wire.connect(path, timeout=10):
+            pass
+    finally:
+        listener.close()
+        for s in queued:
+            s.close()
+
+
+def test_the_holders_backlog_holds_a_fan_out_of_the_widest_max_parallel():
+    from orchestrator.fleet import SshSettings
+
+    widest = next(m.le for m in SshSettings.model_fields["max_parallel"].metadata if hasattr(m, "le"))
+    assert wire.BACKLOG >= widest

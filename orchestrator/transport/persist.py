@@ -320,7 +320,9 @@ class Holder:
         finally:
             os.umask(old)
         os.chmod(path, 0o600)
-        listener.listen(128)
+        # A fan-out through the holder opens one client connection per worker at once (up to
+        # ssh.max_parallel, at most 1024): a full backlog would refuse the rest (EAGAIN).
+        listener.listen(wire.BACKLOG)
         log.info(
             "holding %s (%d workers) on %s, idle limit %gs",
             self.fleet_path,
