@@ -406,7 +406,7 @@ class _Deploy:
                 target=self.beat_one, args=(name, self.beats, refresh), name=f"orch-heartbeat-{name}", daemon=True
             ).start()
 
-    def beat_one(self, name: str, count: int = 0, refresh: bool = True) -> None:
+    def beat_one(self, name: str, count: int, refresh: bool) -> None:
         w = self.workers[name]
         try:
             if not refresh:
