@@ -6,7 +6,9 @@ import hashlib
 import io
 import json
 import os
+import select
 import shutil
+import stat
 import tempfile
 from typing import IO, Any
 
@@ -61,3 +63,65 @@ def read_json(path: str | os.PathLike[str]) -> Any:
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+# -- a doorbell: wake a waiting process without it polling ---------------------------------------
+
+
+def open_bell(path: str | os.PathLike[str]) -> int | None:
+    """A doorbell at `path`: a FIFO (owner-only) opened for reading and writing, non-blocking.
+
+    `wait_bell` on it sleeps until `ring(path)` or its timeout; the waiter keeps a
+    writer end itself, because a FIFO whose last writer left reads as end-of-file and
+    would wake every select at once. The file a waiter checks stays the truth: the
+    bell only says "look now". None where no FIFO can be made (the caller polls).
+    """
+    try:
+        os.mkfifo(path, 0o600)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def wait_bell(fd: int, timeout: float) -> None:
+    """Sleep until the bell `fd` rings or `timeout` seconds pass; swallow the rings."""
+    ready, _, _ = select.select([fd], [], [], max(timeout, 0.0))
+    while ready:
+        try:
+            if not os.read(fd, 512):
+                return
+        except BlockingIOError:
+            return
+
+
+def ring(path: str | os.PathLike[str]) -> None:
+    """Wake whoever waits on the doorbell at `path`; nothing when no one does (never blocks)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # ENXIO: no reader; ENOENT: no bell
+    except OSError:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b"!")
+    except OSError:
+        pass  # the pipe is full: it rings already
+    finally:
+        os.close(fd)
+
+
+def close_bell(fd: int, path: str | os.PathLike[str]) -> None:
+    """Stop listening and remove the bell (a later ring finds none and does nothing)."""
+    os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

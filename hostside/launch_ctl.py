@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from hostside import SCHEMA_VERSION
+from hostside import SCHEMA_VERSION, files
 from hostside import launch_proc as lp
 from hostside.rundir import CONTROLLER_LEASE_FILE
 
@@ -43,6 +43,7 @@ RELEASE_CAP = 10.0  # seconds: a release never asks a launcher to wait longer th
 
 def release(run_dir: str, at: float) -> dict[str, Any]:
     lp.write_json_atomic(os.path.join(run_dir, lp.RELEASE_FILE), {"release_at": at, "written_at": time.time()})
+    files.ring(os.path.join(run_dir, lp.RELEASE_BELL))
     return {"ok": True, "release_at": at}
 
 
@@ -79,6 +80,7 @@ def stop(run_dir: str, grace: float, reason: str) -> dict[str, Any]:
         # the gang was starting) must find it and refuse, not wait alone for a release.
         os.makedirs(run_dir, exist_ok=True)
         lp.write_json_atomic(stop_path, {"reason": reason, "time": time.time()})
+        files.ring(os.path.join(run_dir, lp.RELEASE_BELL))  # a launcher waiting for its release refuses now
     if launch is None:
         return {
             "ok": True,

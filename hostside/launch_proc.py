@@ -34,6 +34,7 @@ from hostside.rundir import LOG_FILE as LOG_FILE
 from hostside.rundir import PID_FILE as PID_FILE
 from hostside.rundir import READY_FILE as READY_FILE
 from hostside.rundir import RECORD_FILE as RECORD_FILE
+from hostside.rundir import RELEASE_BELL as RELEASE_BELL
 from hostside.rundir import RELEASE_FILE as RELEASE_FILE
 from hostside.rundir import STOP_FILE as STOP_FILE
 from hostside.rundir import SUPERVISOR_LOG as SUPERVISOR_LOG

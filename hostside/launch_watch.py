@@ -31,7 +31,8 @@ from hostside import launch_output
 from hostside import launch_proc as lp
 from hostside.rundir import STREAMS_DIR
 
-POLL = 0.05
+POLL = 0.05  # seconds between looks while the run moves
+IDLE_POLL = 0.25  # ... and at most this while nothing does (doubling from POLL)
 HEARTBEAT = 1.0
 TAIL_BYTES = 16384
 TAIL_LINES = 60
@@ -67,15 +68,18 @@ class LogFollower:
         self.skip = skip
         self.partial = b""
 
-    def pump(self, final: bool = False) -> None:
+    def pump(self, final: bool = False) -> bool:
+        """Hand on what is new; whether anything was."""
+        moved = False
         while True:
             try:
                 with open(self.path, "rb") as fh:
                     fh.seek(self.offset)
                     data = fh.read(READ_LIMIT)
             except OSError:
-                return
+                return moved
             self.offset += len(data)
+            moved = moved or bool(data)
             pending = self.partial + data
             cut = pending.rfind(b"\n") + 1
             whole, self.partial = pending[:cut], pending[cut:]
@@ -88,7 +92,7 @@ class LogFollower:
                 self.out.write(whole)
                 self.out.flush()
             if not more:
-                return
+                return moved
 
     def _skipped(self, whole: bytes) -> bytes:
         at = 0
@@ -124,9 +128,11 @@ def watch(run_dir: str, mode: str, until: str, offset: int = 0, skip: tuple[int,
                 follower_for(run_dir, s, offset, n) for s, n in zip(launch_output.STREAMS, skip, strict=True)
             )
 
-    def pump(final: bool = False) -> None:
+    def pump(final: bool = False) -> bool:
+        moved = False
         for f in followers:
-            f.pump(final)
+            moved = f.pump(final) or moved
+        return moved
 
     deadline = time.monotonic() + START_WAIT
     pidinfo = None
@@ -156,8 +162,9 @@ def watch(run_dir: str, mode: str, until: str, offset: int = 0, skip: tuple[int,
     record_sig: tuple[int, int, int] | None = None
     last_beat = 0.0
     supervisor_gone_since = None
+    pause = POLL
     while True:
-        pump()
+        moved = pump()
         # The launcher replaces record.json atomically (a new inode each time), and may write it
         # twice within one timestamp tick (cache-init, then ready): mtime alone can miss the second
         # write, and a missed "ready" stalls the whole gang until the start timeout.
@@ -167,7 +174,7 @@ def watch(run_dir: str, mode: str, until: str, offset: int = 0, skip: tuple[int,
         except OSError:
             sig = record_sig
         if sig != record_sig:
-            record_sig = sig
+            record_sig, moved = sig, True
             record = lp.read_json(paths[lp.RECORD_FILE]) or {}
             for phase, kind in (("ready", "ready"), ("running", "started")):
                 if kind not in phases_seen and (
@@ -209,7 +216,10 @@ def watch(run_dir: str, mode: str, until: str, offset: int = 0, skip: tuple[int,
         if now - last_beat >= HEARTBEAT:
             last_beat = now
             say("hb")
-        time.sleep(POLL)
+        # Back off while nothing moves (a gang waiting for its release, a quiet program): 256 watches
+        # of one 2-core machine looking 20 times a second cost it most of a core.
+        pause = POLL if moved else min(pause * 2, IDLE_POLL)
+        time.sleep(pause)
 
 
 def _silent(kind: str, **data: Any) -> None:

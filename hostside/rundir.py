@@ -6,6 +6,7 @@ output.log     the user process's stdout and stderr, whole lines in arrival orde
 streams/       stdout and stderr apart (streamed live; left out of gathering)
 record.json    what the launcher did, in order, with timestamps (the process's receipt)
 ready / release / stop / exit.json   the start barrier and the end of the run
+release.bell   a FIFO a launcher waiting for its release sleeps on (rung with release and stop)
 supervisor.log the supervisor's own messages
 """
 
@@ -18,6 +19,7 @@ STREAMS_DIR = "streams"
 RECORD_FILE = "record.json"
 READY_FILE = "ready"
 RELEASE_FILE = "release"
+RELEASE_BELL = "release.bell"
 CONTROLLER_LEASE_FILE = "controller.lease"  # renewed by a watching controller (launch_supervise.py)
 STOP_FILE = "stop"
 EXIT_FILE = "exit.json"

@@ -64,3 +64,79 @@ def test_a_release_is_a_delay_from_its_arrival_on_the_workers_clock_and_is_cappe
     assert before + launch_ctl.RELEASE_CAP - 1 <= doc["release_at"] <= time.time() + launch_ctl.RELEASE_CAP
     launch_ctl.release_in(str(run), -5.0)
     assert json.loads((run / launch_proc.RELEASE_FILE).read_text())["release_at"] <= time.time()
+
+
+def test_a_waiting_launcher_sleeps_on_its_bell_and_wakes_on_the_release(tmp_path, monkeypatch):
+    """No polling while it waits: the release rings the bell, and the bell is gone afterwards."""
+    monkeypatch.setattr(hostside_launcher, "LEASE_CHECK", 30.0)  # only the bell can wake it in time
+    run = tmp_path / "run"
+    run.mkdir()
+    renew(run, 1)
+    looks: list[float] = []
+    real_read = launch_proc.read_json
+
+    def counted(path):
+        if path.endswith(launch_proc.RELEASE_FILE):
+            looks.append(time.monotonic())
+        return real_read(path)
+
+    monkeypatch.setattr(launch_proc, "read_json", counted)
+
+    def controller() -> None:
+        while not (run / launch_proc.RELEASE_BELL).exists():
+            time.sleep(0.01)
+        time.sleep(0.3)
+        launch_ctl.release_in(str(run), 0.0)
+
+    threading.Thread(target=controller, daemon=True).start()
+    rec = record(run)
+    t0 = time.monotonic()
+    hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 60}, rec)
+    assert time.monotonic() - t0 < 20  # woken by the bell, not by the 30 s lease check
+    assert len(looks) <= 3  # a look before the release, one after it (a poll every 5 ms made 60)
+    assert not (run / launch_proc.RELEASE_BELL).exists()
+
+
+def test_a_stop_rings_the_bell_of_a_waiting_launcher(tmp_path, monkeypatch):
+    monkeypatch.setattr(hostside_launcher, "LEASE_CHECK", 30.0)
+    run = tmp_path / "run"
+    run.mkdir()
+    renew(run, 1)
+
+    def controller() -> None:
+        while not (run / launch_proc.RELEASE_BELL).exists():
+            time.sleep(0.01)
+        launch_ctl.stop(str(run), grace=1.0, reason="Ctrl-C on the controller")
+
+    threading.Thread(target=controller, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(hostside_launcher.Refusal, match=r"stopped by orch before the release \(Ctrl-C"):
+        hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 60}, record(run))
+    assert time.monotonic() - t0 < 20
+
+
+def test_a_bell_wakes_only_when_rung_and_ringing_with_no_one_waiting_does_nothing(tmp_path):
+    from hostside import files
+
+    path = tmp_path / "bell"
+    files.ring(path)  # no bell: nothing, no file made
+    assert not path.exists()
+    fd = files.open_bell(path)
+    assert fd is not None and (path.stat().st_mode & 0o777) == 0o600
+    t0 = time.monotonic()
+    files.wait_bell(fd, 0.2)  # nobody rang: sleeps its timeout (a FIFO at end-of-file would not)
+    assert time.monotonic() - t0 >= 0.15
+    for _ in range(3):
+        files.ring(path)
+    t0 = time.monotonic()
+    files.wait_bell(fd, 10)
+    assert time.monotonic() - t0 < 5
+    t0 = time.monotonic()
+    files.wait_bell(fd, 0.2)  # the three rings were swallowed together
+    assert time.monotonic() - t0 >= 0.15
+    files.close_bell(fd, path)
+    assert not path.exists()
+    (tmp_path / "plain").write_text("x")
+    files.ring(tmp_path / "plain")  # a regular file is not a bell: left as it was
+    assert (tmp_path / "plain").read_text() == "x"
+    assert files.open_bell(tmp_path / "plain") is None
