@@ -335,3 +335,46 @@ def test_a_command_whose_client_goes_away_has_its_session_closed_by_the_holder(s
     check = f"pgrep -f '[{tag[0]}]{tag[1:]}' >/dev/null && echo running || true"
     probe = ["exec", "--workers", "slice-w0", "--", "sh", "-c", check]
     wait_for(lambda: "running" not in slice4.orch(*probe, env=warm.env).stdout, 30, "the command ended on the worker")
+
+
+def test_held_connections_run_commands_on_an_agent_and_a_dead_agent_is_replaced(slice4, warm):
+    """A command on a held connection runs under the worker's agent (hostside/agent.py), not in a
+    session of its own; an agent killed on its worker costs the next command nothing but the agent."""
+    slice4.orch("exec", "--", "true", env=warm.env)
+    agents = wait_for(lambda: (a := warm.holders()[0]["agents"]) and len(a) == 4 and a, 30, "an agent per worker")
+    parent = ["exec", "--json", "--", "sh", "-c", 'tr "\\0" " " < /proc/$PPID/cmdline']
+    ran = json.loads(slice4.orch(*parent, env=warm.env).stdout)["results"]
+    assert all("orch-agent" in r["stdout_tail"] for r in ran), ran
+    os.kill(agents["slice-w1"], 9)  # the sandbox's workers share this machine's pids
+    wait_for(lambda: "slice-w1" not in warm.holders()[0]["agents"], 30, "the holder to see its agent gone")
+    again = slice4.orch("exec", "--", "hostname", env=warm.env)
+    assert sorted(again.stdout.splitlines()) == sorted(f"{w} | {w}" for w in slice4.workers)
+    wait_for(
+        lambda: warm.holders()[0]["agents"].get("slice-w1", agents["slice-w1"]) != agents["slice-w1"], 30, "a new agent"
+    )
+    (holder,) = warm.holders()
+    assert holder["connects"] == {w: 1 for w in slice4.workers}, "the connection outlived its agent"
+    assert "4 with an agent" in slice4.orch("connections", env=warm.env).stdout
+
+
+def test_a_command_on_an_agent_is_ended_on_the_worker_at_its_timeout(slice4, warm):
+    slice4.orch("exec", "--", "true", env=warm.env)
+    wait_for(lambda: len(warm.holders()[0]["agents"]) == 4, 30, "an agent per worker")
+    tag = f"sleep 290.{os.getpid()}"
+    proc = slice4.orch(
+        "exec",
+        "--json",
+        "--workers",
+        "slice-w0",
+        "--timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        f"{tag} & {tag}",
+        env=warm.env,
+        check=False,
+    )
+    (result,) = json.loads(proc.stdout)["results"]
+    assert result["error_kind"] == "timeout" and result["error"] == "timed out after 1s; ended on the worker"
+    assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode == 1, "nothing of it left"

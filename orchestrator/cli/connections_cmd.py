@@ -31,7 +31,8 @@ def connections(ctx: click.Context, as_json: bool) -> None:
         return
     for h in found:
         click.echo(
-            f"pid {h['pid']}  {h['fleet']}  {len(h['held'])}/{h['workers']} workers held  "
+            f"pid {h['pid']}  {h['fleet']}  {len(h['held'])}/{h['workers']} workers held "
+            f"({len(h.get('agents') or {})} with an agent)  "
             f"idle {_left(h)} left  {h['requests']} requests  ({h['host_key_policy']} host keys)"
         )
 

@@ -31,19 +31,25 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from orchestrator import connections as wire
-from orchestrator.transport.fabric import FabricTransport, _chain
+from orchestrator.transport.agent import AgentGone, WorkerAgent
+from orchestrator.transport.ending import KILL_AFTER
+from orchestrator.transport.fabric import CLIENT_GRACE, FabricTransport, _chain
 from orchestrator.transport.failures import classify_exception
 from orchestrator.transport.hostkeys import read_known_hosts
-from orchestrator.transport.output import remote_runner_class
-from orchestrator.transport.protocol import Result, StdinSource
+from orchestrator.transport.output import STREAMED_KEEP_CHUNKS, LineWriter, remote_runner_class
+from orchestrator.transport.protocol import LineCallback, Result, Stdin, StdinSource
 
 log = logging.getLogger("orchestrator.transport.persist")
+# Agents (hostside/agent.py) run the held connections' commands unless this is "0" in the holder's environment.
+AGENT_ENV = "ORCH_SSH_AGENT"
+# A worker whose agent failed to start, or ended on its own, this many times gets sessions only.
+AGENT_TRIES = 3
 _current = threading.local()  # the channels of the operation this thread works for
 
 
@@ -71,13 +77,155 @@ class HeldTransport(FabricTransport):
         self._runner = _tracked_runner_class()
         self._opening: dict[str, threading.Lock] = {}
         self._copying: dict[str, threading.Lock] = {}
+        self.use_agents = os.environ.get(AGENT_ENV, "1") != "0"
+        self._agents: dict[str, WorkerAgent] = {}
+        self._agent_starting: set[str] = set()
+        self._agent_failures: dict[str, int] = {}
 
     def _connection(self, name: str) -> Any:
         # Commands share the holder: two asking for the same worker at once open one connection.
         with self._conn_lock:
             lock = self._opening.setdefault(name, threading.Lock())
         with lock:
-            return super()._connection(name)
+            conn = super()._connection(name)
+        self._agent(name, conn)  # a new connection's agent starts beside its first command
+        return conn
+
+    # -- agents ----------------------------------------------------------------
+
+    def run_one(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: Stdin = None,
+        on_line: LineCallback | None = None,
+        end_on_timeout: bool = False,
+    ) -> Result:
+        """On the worker's agent when it has one (a command with stdin gets a session: fabric.py)."""
+        with self._conn_lock:
+            conn = self._connections.get(name)
+        agent = self._agent(name, conn) if stdin is None and conn is not None else None
+        if agent is None:
+            return super().run_one(
+                name, argv, env=env, timeout=timeout, stdin=stdin, on_line=on_line, end_on_timeout=end_on_timeout
+            )
+        timeout = self.command_timeout if timeout is None else timeout
+        start = time.monotonic()
+        writers: dict[str, LineWriter] = {}
+        if on_line is not None:
+            callback = on_line
+            writers = {
+                s: LineWriter(lambda text, s=s: callback(name, s, text))  # type: ignore[misc]
+                for s in ("stdout", "stderr")
+            }
+        channels = getattr(_current, "channels", None)
+
+        def failed(error: str, kind: str) -> Result:
+            return Result(name, tuple(argv), None, elapsed=time.monotonic() - start, error=error, error_kind=kind)
+
+        try:
+            res = agent.run(
+                argv,
+                env,
+                timeout,
+                timeout + KILL_AFTER + CLIENT_GRACE,  # its agent TERMs at the timeout and KILLs 3 s later
+                on_text=(lambda s, text: writers[s].write(text)) if writers else None,
+                keep_chunks=STREAMED_KEEP_CHUNKS if writers else None,
+                track=channels.append if channels is not None else None,
+            )
+        except AgentGone as exc:
+            elapsed = time.monotonic() - start
+            if not agent.transport.is_active():  # the connection itself died: as a session's command would see
+                self._drop(name)
+                error = f"the connection to {name} was lost mid-command ({exc})"
+                return Result(
+                    host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=error, error_kind="connect"
+                )
+            return Result(
+                host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=str(exc), error_kind="remote"
+            )
+        finally:
+            for w in writers.values():
+                w.flush_rest()
+        elapsed = time.monotonic() - start
+        if res is None:
+            # No end within the timeout and the agent's KILL: the worker does not answer. Dropping the
+            # connection closes the agent's session; the agent ends its commands when it sees that.
+            self._drop(name)
+            error = (
+                f"timed out after {timeout:g}s; still being ended on the worker "
+                "(its agent ends every command it runs when its connection closes)"
+            )
+            return Result(
+                host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=error, error_kind="timeout"
+            )
+        if res.timed_out:
+            return Result(
+                host=name,
+                argv=tuple(argv),
+                exit_code=None,
+                stdout=res.stdout,
+                stderr=res.stderr,
+                elapsed=elapsed,
+                error=f"timed out after {timeout:g}s; ended on the worker",
+                error_kind="timeout",
+            )
+        return Result(
+            host=name, argv=tuple(argv), exit_code=res.exited, stdout=res.stdout, stderr=res.stderr, elapsed=elapsed
+        )
+
+    def _agent(self, name: str, conn: Any) -> WorkerAgent | None:
+        """The agent on `conn` when it is up; else None, starting one in the background if it may."""
+        transport = getattr(conn, "transport", None)
+        if not self.use_agents or transport is None or getattr(conn, "forward_agent", False):
+            return None  # agent forwarding is asked for per session: such a worker gets sessions
+        with self._conn_lock:
+            agent = self._agents.get(name)
+            if agent is not None and agent.alive and agent.transport is transport:
+                return agent
+            if agent is not None:
+                del self._agents[name]
+                if transport.is_active() and agent.transport is transport:
+                    self._agent_failures[name] = self._agent_failures.get(name, 0) + 1  # it ended on its own
+            if name in self._agent_starting or self._agent_failures.get(name, 0) >= AGENT_TRIES:
+                return None
+            if not transport.is_active():
+                return None
+            self._agent_starting.add(name)
+        threading.Thread(target=self._start_agent, args=(name, transport), daemon=True, name="orch-agent-start").start()
+        return None
+
+    def _start_agent(self, name: str, transport: Any) -> None:
+        try:
+            agent = WorkerAgent.start(transport, self.workers[name].python)
+        except Exception as exc:
+            log.info("%s: no agent, commands get sessions (%s)", name, exc)
+            with self._conn_lock:
+                self._agent_failures[name] = self._agent_failures.get(name, 0) + 1
+                self._agent_starting.discard(name)
+            return
+        with self._conn_lock:
+            self._agent_starting.discard(name)
+            conn = self._connections.get(name)
+            if getattr(conn, "transport", None) is transport:
+                self._agents[name] = agent
+                return
+        agent.close()  # its connection was dropped meanwhile
+
+    def agents(self) -> dict[str, int]:
+        """The workers whose agent is up, with its pid on the worker."""
+        with self._conn_lock:
+            return {n: a.pid for n, a in sorted(self._agents.items()) if a.alive}
+
+    def _drop(self, name: str) -> None:
+        with self._conn_lock:
+            agent = self._agents.pop(name, None)
+        if agent is not None:
+            agent.close()
+        super()._drop(name)
 
     def _copy(self, name: str, argv: tuple[str, ...], remote: str, transfer: Callable[[Any], object]) -> Result:
         # A held connection has one SFTP session, and commands share it: one transfer at a time.
@@ -304,6 +452,7 @@ class Holder:
             "known_hosts": str(t.known_hosts_path),
             "workers": len(t.workers),
             "held": t.held(),
+            "agents": t.agents(),
             "connects": dict(t.connects),
             "reconnects": dict(t.reconnects),
         }
