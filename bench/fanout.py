@@ -5,7 +5,9 @@ In one run on one local slice (as many workers as the largest size), for each si
 
   - `orch exec --workers 0-(N-1) -- true`, cold: ORCH_SSH_PERSIST=0, every connection new;
   - `orch exec`, warm: a first call, then the timed calls with persistent connections allowed
-    (on a build without them this is the cold path again, and the table says so);
+    (on a build without them this is the cold path again, and the table says so), once with each
+    held connection's commands in sessions of their own (ORCH_SSH_AGENT=0) and once on the workers'
+    agents (the default; timed once the holder reports an agent on each of the N workers);
   - Fabric's ThreadingGroup (a Python process connecting to the N workers with strict host keys);
   - parallel-ssh's ParallelSSHClient (libssh2; it checks no host key at all), when installed
     (`pip install parallel-ssh`, or the `bench` extra);
@@ -25,6 +27,7 @@ seconds per worker. Prints one table and the ratios.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -117,6 +120,18 @@ class Contenders:
         # Bytecode as an installed package has it: the first call writes it, the timed ones read it.
         self.env = {k: v for k, v in sl.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         self.cold_env = {**self.env, "ORCH_SSH_PERSIST": "0"}
+        self.session_env = {**self.env, "ORCH_SSH_AGENT": "0"}
+
+    def agents_up(self, n: int, within: float = 120.0) -> None:
+        """Wait until the holder reports an agent on n workers (a build without agents: at once)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            proc = self.sl.orch("connections", "--json", check=False)
+            holders = json.loads(proc.stdout or "{}").get("holders") or [{}]
+            if "agents" not in holders[0] or len(holders[0]["agents"]) >= n:
+                return
+            time.sleep(0.2)
+        raise SystemExit(f"the holder did not report {n} agents within {within:g}s")
 
     def orch(self, n: int, env: dict[str, str]) -> None:
         argv = [orch_executable(), "--fleet", str(self.sl.fleet_path), "exec", "--workers", f"0-{n - 1}", "--", "true"]
@@ -180,8 +195,12 @@ def main() -> None:
         have_pssh = has_module("pssh.clients")
         rows = {
             "cold": Row("orch exec, cold (ORCH_SSH_PERSIST=0)"),
+            "sessions": Row(
+                "orch exec, warm, sessions",
+                note="" if persist else "(no persistent connections in this build: the cold path)",
+            ),
             "warm": Row(
-                "orch exec, warm",
+                "orch exec, warm (agents)",
                 note="" if persist else "(no persistent connections in this build: the cold path)",
             ),
             "fabric": Row("Fabric ThreadingGroup"),
@@ -195,17 +214,21 @@ def main() -> None:
         c.orch(sizes[-1], c.cold_env)  # writes bytecode, warms the page cache and every sshd
         for n in sizes:
             measure(rows["cold"], n, args.repeat, lambda k: c.orch(k, c.cold_env))
-            c.orch(n, c.env)  # the first call: opens what may persist
+            if persist:
+                c.orch(n, c.session_env)  # the first call: opens what may persist
+                measure(rows["sessions"], n, args.repeat, lambda k: c.orch(k, c.session_env))
+                sl.orch("connections", "stop", check=False)
+            c.orch(n, c.env)
+            c.agents_up(n)
             measure(rows["warm"], n, args.repeat, lambda k: c.orch(k, c.env))
+            if persist:
+                sl.orch("connections", "stop", check=False)
             measure(rows["fabric"], n, args.repeat, c.fabric)
             if have_pssh:
                 measure(rows["pssh"], n, args.repeat, c.pssh)
             measure(rows["par"], n, args.repeat, c.ssh_parallel)
             if n <= args.sequential_max:
                 measure(rows["seq"], n, args.repeat, c.ssh_sequential)
-        if persist:
-            sl.orch("connections", "stop", check=False)
-
         print(f"`true` on N workers of one local slice ({sl.workers} workers), medians of {args.repeat}:")
         if skipped:
             print(f"  (sizes {skipped} skipped: the slice has {sl.workers} workers)")
@@ -220,6 +243,8 @@ def main() -> None:
             if n in seq:
                 parts.append(f"ratio sequential / orch exec {seq[n] / cold[n]:.2f}x")
             parts.append(f"orch warm / cold {rows['warm'].wall[n] / cold[n]:.2f}x")
+            if n in rows["sessions"].wall:
+                parts.append(f"agents / sessions {rows['warm'].wall[n] / rows['sessions'].wall[n]:.2f}x")
             print(f"  {n:>4} workers: " + ", ".join(parts))
         if not have_pssh:
             print("parallel-ssh is not installed: its row is empty (pip install parallel-ssh)")

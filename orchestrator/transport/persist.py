@@ -50,6 +50,9 @@ log = logging.getLogger("orchestrator.transport.persist")
 AGENT_ENV = "ORCH_SSH_AGENT"
 # A worker whose agent failed to start, or ended on its own, this many times gets sessions only.
 AGENT_TRIES = 3
+# Agents starting at once: each is an interpreter's start on its worker (about 20 ms of CPU), and a
+# 256-worker fleet's first command should not wait behind 256 of them on a machine of few cores.
+AGENT_STARTS = 8
 _current = threading.local()  # the channels of the operation this thread works for
 
 
@@ -81,6 +84,7 @@ class HeldTransport(FabricTransport):
         self._agents: dict[str, WorkerAgent] = {}
         self._agent_starting: set[str] = set()
         self._agent_failures: dict[str, int] = {}
+        self._agent_starts = threading.Semaphore(AGENT_STARTS)
 
     def _connection(self, name: str) -> Any:
         # Commands share the holder: two asking for the same worker at once open one connection.
@@ -200,7 +204,8 @@ class HeldTransport(FabricTransport):
 
     def _start_agent(self, name: str, transport: Any) -> None:
         try:
-            agent = WorkerAgent.start(transport, self.workers[name].python)
+            with self._agent_starts:
+                agent = WorkerAgent.start(transport, self.workers[name].python)
         except Exception as exc:
             log.info("%s: no agent, commands get sessions (%s)", name, exc)
             with self._conn_lock:
