@@ -31,7 +31,7 @@ RESULT_LINES = {
     "stream.py": ["orch launch, 2 workers", "plain parallel ssh, 2 workers", "ratio orch / ssh (lines/s)"],
 }
 # Benchmarks that bring their own setup: run with --smoke alone, when they exist.
-STANDALONE = ["cli_startup.py", "diagnose.py", "faults.py"]
+STANDALONE = ["cli_startup.py", "diagnose.py", "faults.py", "idle.py"]
 
 
 @pytest.fixture(scope="module")
