@@ -22,7 +22,9 @@ Protocol (stdin: requests, stdout: frames; nothing else is read or written):
 
 A command's end is reported once it exited and both its streams are closed.
 At its timeout its process group gets TERM, and KILL `KILL_AFTER` seconds later
-if the command is still there (as `timeout -k` does). When stdin ends (the
+if the command is still there; it also runs under `timeout -k` (when the worker
+has coreutils' `timeout`), as a session's command does, so the bound holds even
+for an agent that was SIGKILLed. When stdin ends (the
 holder closed the session, or its connection died) every running command's
 group gets TERM, then KILL, and the agent exits: nothing outlives the
 connection that asked for it.
@@ -37,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -50,6 +53,7 @@ HELLO, STDOUT, STDERR, EXIT = 0, 1, 2, 3
 KILL_AFTER = 3.0  # seconds from TERM to KILL, as the sessions' `timeout -k 3`
 READ = 1 << 16
 WAKE = 0.5  # seconds: how often a job without a pidfd is looked at
+TIMEOUT = shutil.which("timeout")  # coreutils' timeout, when the worker has it
 
 
 def send(kind: int, ident: int, data: bytes) -> None:
@@ -111,9 +115,12 @@ class Agent:
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
         timeout = request.get("timeout")
+        # Under `timeout -k` as well, as a session's command is: that bound holds even if this agent
+        # is SIGKILLed and cannot end the command itself.
+        wrapped = [TIMEOUT, "-k", f"{KILL_AFTER:g}", f"{float(timeout):g}", *argv] if timeout and TIMEOUT else argv
         try:
             proc = subprocess.Popen(
-                argv,
+                wrapped,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -104,7 +104,7 @@ def test_a_command_gets_its_exit_code_its_two_streams_and_its_env(agent):
     shell_like = agent.run(["sh", "-c", "kill -KILL $$"], None, 30, 40)
     assert shell_like.exited == -1  # a signal's end, as an SSH session reports it
     missing = agent.run(["no-such-program-here"], None, 30, 40)
-    assert missing.exited == 127 and "command not found" in missing.stderr
+    assert missing.exited == 127 and "no-such-program-here" in missing.stderr
     quoted = agent.run(["printf", "%s|", "a b", "$HOME", "'; rm -rf /'"], None, 30, 40)
     assert quoted.stdout == "a b|$HOME|'; rm -rf /'|"  # argv as given: no shell on the way
 
@@ -195,7 +195,7 @@ def test_closing_the_agent_ends_what_it_runs_and_a_later_run_says_it_is_gone():
     assert not a.alive
 
 
-def test_an_agent_that_dies_fails_its_running_commands_with_the_reason():
+def test_an_agent_that_dies_fails_its_running_commands_and_they_still_end_at_their_timeout():
     session = LocalSession()
     a = client.WorkerAgent.start(session, sys.executable)
     result: list[object] = []
@@ -203,19 +203,18 @@ def test_an_agent_that_dies_fails_its_running_commands_with_the_reason():
 
     def run() -> None:
         try:
-            a.run(tag.split(), None, 300, 300)
+            a.run(tag.split(), None, 2.0, 300)
         except client.AgentGone as exc:
             result.append(exc)
 
     t = threading.Thread(target=run)
     t.start()
     wait_for(lambda: not gone(tag), 10, "the command running")
-    assert session.proc is not None
-    os.kill(a.pid, 9)
+    os.kill(a.pid, 9)  # nothing is left to end the command but its `timeout -k` wrapper
     t.join(10)
     assert result and "is gone" in str(result[0])
     assert not a.alive
-    subprocess.run(["pkill", "-f", tag])  # the agent died by KILL: nothing ended its command
+    wait_for(lambda: gone(tag), 15, "the command ended by its timeout")
 
 
 def test_an_interpreter_that_cannot_run_the_agent_is_reported():

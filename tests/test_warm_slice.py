@@ -342,9 +342,13 @@ def test_held_connections_run_commands_on_an_agent_and_a_dead_agent_is_replaced(
     session of its own; an agent killed on its worker costs the next command nothing but the agent."""
     slice4.orch("exec", "--", "true", env=warm.env)
     agents = wait_for(lambda: (a := warm.holders()[0]["agents"]) and len(a) == 4 and a, 30, "an agent per worker")
-    parent = ["exec", "--json", "--", "sh", "-c", 'tr "\\0" " " < /proc/$PPID/cmdline']
+    # The command's parent is its `timeout -k` wrapper, whose parent is the agent.
+    script = 'tr "\\0" " " < /proc/$PPID/cmdline; echo; tr "\\0" " " < /proc/$(cut -d" " -f4 /proc/$PPID/stat)/cmdline'
+    parent = ["exec", "--json", "--", "sh", "-c", script]
     ran = json.loads(slice4.orch(*parent, env=warm.env).stdout)["results"]
-    assert all("orch-agent" in r["stdout_tail"] for r in ran), ran
+    assert all("timeout -k 3" in r["stdout_tail"].splitlines()[0] and "orch-agent" in r["stdout_tail"] for r in ran), [
+        r["stdout_tail"] for r in ran
+    ]
     os.kill(agents["slice-w1"], 9)  # the sandbox's workers share this machine's pids
     wait_for(lambda: "slice-w1" not in warm.holders()[0]["agents"], 30, "the holder to see its agent gone")
     again = slice4.orch("exec", "--", "hostname", env=warm.env)
