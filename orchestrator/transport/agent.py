@@ -208,7 +208,7 @@ class WorkerAgent:
     def _lost(self, reason: str) -> None:
         with self._lock:
             if self.gone is None:
-                self.gone = f"the worker's orch agent (pid {self.pid}) is gone: {reason}"
+                self.gone = f"the worker's agent (pid {self.pid}) is gone: {reason}"
             jobs, self._jobs = list(self._jobs.values()), {}
         for job in jobs:
             job.gone = self.gone
