@@ -151,6 +151,9 @@ def test_a_stale_megascale_variable_in_a_workers_login_environment_is_gone_from_
     worker = slice4.workers[2]
     plant = "mkdir -p ~/.ssh && printf 'MEGASCALE_NUM_SLICES=7\\nMEGASCALE_SLICE_ID=3\\n' > ~/.ssh/environment"
     slice4.orch("exec", "--workers", worker, "--", "sh", "-c", plant)
+    # A held connection's agent keeps the login environment it started with (docs/concepts.md): with
+    # warm connections on (ORCH_TEST_WARM=1), the next commands must connect anew to see the plant.
+    slice4.orch("connections", "stop")
     try:
         seen = slice4.orch("exec", "--workers", worker, "--", "sh", "-c", "echo ${MEGASCALE_NUM_SLICES:-unset}")
         assert f"{worker} | 7" in seen.stdout  # the login environment really carries it
