@@ -122,31 +122,23 @@ class HeldTransport(FabricTransport):
                 track=channels.append if channels is not None else None,
             )
         except AgentGone as exc:
-            elapsed = time.monotonic() - start
             if not agent.transport.is_active():  # the connection itself died: as a session's command would see
                 self._drop(name)
-                error = f"the connection to {name} was lost mid-command ({exc})"
-                return Result(
-                    host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=error, error_kind="connect"
-                )
-            return Result(
-                host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=str(exc), error_kind="remote"
-            )
+                return failed(f"the connection to {name} was lost mid-command ({exc})", "connect")
+            return failed(str(exc), "remote")
         finally:
             for w in writers.values():
                 w.flush_rest()
-        elapsed = time.monotonic() - start
         if res is None:
             # No end within the timeout and the agent's KILL: the worker does not answer. Dropping the
             # connection closes the agent's session; the agent ends its commands when it sees that.
             self._drop(name)
-            error = (
+            return failed(
                 f"timed out after {timeout:g}s; still being ended on the worker "
-                "(its agent ends every command it runs when its connection closes)"
+                "(its agent ends every command it runs when its connection closes)",
+                "timeout",
             )
-            return Result(
-                host=name, argv=tuple(argv), exit_code=None, elapsed=elapsed, error=error, error_kind="timeout"
-            )
+        elapsed = time.monotonic() - start
         if res.timed_out:
             return Result(
                 host=name,
