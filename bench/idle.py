@@ -66,11 +66,9 @@ def measure(code: str, mode: str, n: int, seconds: float, base: Path, prepare) -
         d.mkdir()
         prepare(d)
         dirs.append(d)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
             [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + code, str(d), mode],
-            env=env,
         )
         for d in dirs
     ]

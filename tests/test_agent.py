@@ -97,6 +97,21 @@ def gone(tag: str) -> bool:
     return subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0
 
 
+def in_thread(a: client.WorkerAgent, argv: list[str], timeout: float) -> tuple[threading.Thread, list[BaseException]]:
+    """Run argv on `a` in a thread of its own (started); the list gets the AgentGone it raises."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            a.run(argv, None, timeout, 300)
+        except client.AgentGone as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, raised
+
+
 def test_a_command_gets_its_exit_code_its_two_streams_and_its_env(agent):
     out = agent.run(["sh", "-c", 'echo "out $X"; echo err >&2; exit 7'], {"X": "y z"}, 30, 40)
     assert (out.exited, out.stdout, out.stderr, out.timed_out) == (7, "out y z\n", "err\n", False)
@@ -174,16 +189,7 @@ def test_closing_the_agent_ends_what_it_runs_and_a_later_run_says_it_is_gone():
     session = LocalSession()
     a = client.WorkerAgent.start(session, sys.executable)
     tag = f"sleep 303.{os.getpid()}"
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            a.run(tag.split(), None, 300, 300)
-        except client.AgentGone as exc:
-            raised.append(exc)
-
-    waiting = threading.Thread(target=run)
-    waiting.start()
+    waiting, raised = in_thread(a, tag.split(), 300)
     wait_for(lambda: not gone(tag), 10, "the command running")
     a.close()
     waiting.join(10)
@@ -198,17 +204,8 @@ def test_closing_the_agent_ends_what_it_runs_and_a_later_run_says_it_is_gone():
 def test_an_agent_that_dies_fails_its_running_commands_and_they_still_end_at_their_timeout():
     session = LocalSession()
     a = client.WorkerAgent.start(session, sys.executable)
-    result: list[object] = []
     tag = f"sleep 304.{os.getpid()}"
-
-    def run() -> None:
-        try:
-            a.run(tag.split(), None, 2.0, 300)
-        except client.AgentGone as exc:
-            result.append(exc)
-
-    t = threading.Thread(target=run)
-    t.start()
+    t, result = in_thread(a, tag.split(), 2.0)
     wait_for(lambda: not gone(tag), 10, "the command running")
     os.kill(a.pid, 9)  # nothing is left to end the command but its `timeout -k` wrapper
     t.join(10)

@@ -18,13 +18,15 @@ import locale
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from orchestrator.remote import HOSTSIDE_DIR
+from hostside import agent as hostside_agent
+from hostside.agent import EXIT, HEADER, HELLO, STDERR, STDOUT, VERSION
 from orchestrator.transport.channel import Outcome
 from orchestrator.transport.protocol import command_line
 
-SOURCE = (HOSTSIDE_DIR / "agent.py").read_bytes()
+SOURCE = Path(hostside_agent.__file__).read_bytes()
 # Reads exactly N bytes of source from stdin (no read-ahead: the requests follow) and runs them.
 BOOT = (
     "import os,sys\n"
@@ -35,10 +37,7 @@ BOOT = (
     " s+=c\n"
     "exec(compile(s,'hostside/agent.py','exec'))"
 )
-HEADER_SIZE = 9  # hostside.agent.HEADER: >IBI
-HELLO, STDOUT, STDERR, EXIT = 0, 1, 2, 3
 START_TIMEOUT = 15.0  # seconds for an agent to say hello
-VERSION = 1
 
 
 class AgentGone(Exception):
@@ -216,8 +215,7 @@ class WorkerAgent:
 
 
 def _frame(channel: Any) -> tuple[int, int, bytes]:
-    header = _exactly(channel, HEADER_SIZE)
-    ident, kind, size = int.from_bytes(header[:4], "big"), header[4], int.from_bytes(header[5:], "big")
+    ident, kind, size = HEADER.unpack(_exactly(channel, HEADER.size))
     return ident, kind, _exactly(channel, size)
 
 

@@ -27,7 +27,7 @@ from orchestrator.transport.ending import KILL_AFTER, TASK_TAG, end_task
 from orchestrator.transport.failures import _sftp_refusal, classify_exception
 from orchestrator.transport.hostkeys import _HostKeyPolicy, read_known_hosts
 from orchestrator.transport.limits import ensure_open_files
-from orchestrator.transport.output import STREAMED_KEEP_CHUNKS, LineWriter, remote_runner_class
+from orchestrator.transport.output import STREAMED_KEEP_CHUNKS, LineWriter, line_writers, remote_runner_class
 from orchestrator.transport.protocol import (
     FanOut,
     LineCallback,
@@ -359,11 +359,7 @@ class FabricTransport(FanOut):
                 in_stream=io.StringIO(stdin) if isinstance(stdin, str) else (stdin if stdin is not None else False),
             )
             if on_line:
-                callback = on_line
-                writers = {
-                    s: LineWriter(lambda text, s=s: callback(name, s, text))  # type: ignore[misc]
-                    for s in ("stdout", "stderr")
-                }
+                writers = line_writers(name, on_line)
                 kwargs.update(hide=False, out_stream=writers["stdout"], err_stream=writers["stderr"])
             session = self._open_session(conn) if stdin is None else None
             if session is not None and supported(session):

@@ -22,7 +22,7 @@ from orchestrator.transport.ending import KILL_AFTER
 from orchestrator.transport.fabric import CLIENT_GRACE, FabricTransport, _chain
 from orchestrator.transport.failures import classify_exception
 from orchestrator.transport.hostkeys import read_known_hosts
-from orchestrator.transport.output import STREAMED_KEEP_CHUNKS, LineWriter, remote_runner_class
+from orchestrator.transport.output import STREAMED_KEEP_CHUNKS, line_writers, remote_runner_class
 from orchestrator.transport.protocol import LineCallback, Result, Stdin
 
 log = logging.getLogger("orchestrator.transport.persist")
@@ -99,13 +99,7 @@ class HeldTransport(FabricTransport):
             )
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
-        writers: dict[str, LineWriter] = {}
-        if on_line is not None:
-            callback = on_line
-            writers = {
-                s: LineWriter(lambda text, s=s: callback(name, s, text))  # type: ignore[misc]
-                for s in ("stdout", "stderr")
-            }
+        writers = line_writers(name, on_line) if on_line is not None else {}
         channels = getattr(current, "channels", None)
 
         def failed(error: str, kind: str) -> Result:

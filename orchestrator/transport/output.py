@@ -39,6 +39,18 @@ class LineWriter(io.TextIOBase):
 STREAMED_KEEP_CHUNKS = 64
 
 
+def line_writers(host: str, on_line: Callable[[str, str, str], object]) -> dict[str, LineWriter]:
+    """A LineWriter per stream ("stdout", "stderr") handing `on_line(host, stream, line)` whole lines."""
+
+    def writer(stream: str) -> LineWriter:
+        def line(text: str) -> None:
+            on_line(host, stream, text)
+
+        return LineWriter(line)
+
+    return {s: writer(s) for s in ("stdout", "stderr")}
+
+
 def remote_runner_class() -> type:
     """Fabric's remote runner, made for large and long-lived output.
 
