@@ -29,6 +29,7 @@ RESULT_LINES = {
     "restart.py": ["solo (1 process", "single-writer (2 processes", "reused (yes)"],
     "warm.py": ["cold, 1 worker", "warm, 2 workers", "ratio cold / warm, 2 workers"],
     "stream.py": ["orch launch, 2 workers", "plain parallel ssh, 2 workers", "ratio orch / ssh (lines/s)"],
+    "renewals.py": ["one request per worker (before)", "one request per round (now)", "ratio before / now"],
 }
 # Benchmarks that bring their own setup: run with --smoke alone, when they exist.
 STANDALONE = ["cli_startup.py", "diagnose.py", "faults.py", "idle.py"]

@@ -116,6 +116,30 @@ def test_the_transport_api_runs_puts_gets_and_streams_stdin_through_the_holder(s
     assert holder["connects"] == {w: 1 for w in slice4.workers}
 
 
+def test_run_each_sends_one_request_per_distinct_command_and_reports_each_worker_as_it_answers(
+    slice4, warm, monkeypatch
+):
+    import queue
+
+    from orchestrator.transport import for_fleet
+
+    for k, v in warm.env.items():
+        monkeypatch.setenv(k, v)
+    heard: queue.Queue = queue.Queue()
+    with for_fleet(slice4.fleet, slice4.fleet.workers) as t:
+        t.run("true")  # the holder and its connections up
+        before = warm.holders()[0]["requests"]
+        quick = ["sh", "-c", "hostname"]
+        commands = {w: quick for w in slice4.workers if w != "slice-w3"} | {"slice-w3": ["sleep", "30"]}
+        t.run_each(commands, timeout=60, on_result=heard.put)  # returns at once
+        firsts = [heard.get(timeout=30) for _ in range(3)]  # the hung worker holds back no other
+        assert {r.host: r.stdout.strip() for r in firsts} == {w: w for w in commands if w != "slice-w3"}
+        assert heard.empty()
+        assert warm.holders()[0]["requests"] == before + 2, "one request per distinct command"
+        t.run_one("slice-w3", ["pkill", "-x", "sleep"])
+        assert heard.get(timeout=30).host == "slice-w3"
+
+
 def test_another_user_cannot_reach_the_holder_and_is_refused_when_the_files_let_it(slice4, warm):
     slice4.orch("exec", "--", "true", env=warm.env)
     (holder,) = connections(slice4, warm)

@@ -386,39 +386,45 @@ class _Deploy:
 
         The workers' long actions and the relay end themselves when it stops.
         A beat is a shell command rewriting the lane's renewal file (a few ms
-        of the worker's CPU, `hostside.deploy_lock.renew_argv`); every
-        LOCK_REFRESH_EVERY-th beat, from the first, is the `heartbeat` action
-        instead, which refreshes the lock's own heartbeat (what another deploy
-        judges staleness by) and finds a lock taken from us. Runs beside the
-        steps on the same connections: each call is its own SSH channel, and it
-        never uses the transport's worker pool, which long uploads and installs
-        may fill. One thread per worker, not joined, so a hung worker never
-        delays the others' beats; a worker whose previous beat is still in
-        flight is skipped. Daemon threads, so a stuck beat never holds up the exit."""
+        of the worker's CPU, `hostside.deploy_lock.renew_argv`), sent to all
+        of them at once with `Transport.run_each` (through a connection
+        holder: one request per slice root); every LOCK_REFRESH_EVERY-th beat,
+        from the first, is the `heartbeat` action instead, which refreshes the
+        lock's own heartbeat (what another deploy judges staleness by) and
+        finds a lock taken from us. Either runs beside the steps and never
+        uses the transport's worker pool, which long uploads and installs may
+        fill, and is never waited for: a hung worker never delays the others'
+        beats, a stuck beat never holds up the exit, and a worker whose
+        previous beat is still in flight is skipped."""
         self.beats += 1
         refresh = (self.beats - 1) % LOCK_REFRESH_EVERY == 0
-        for name in sorted(self.locked.copy()):
-            with self.beating_guard:
-                if name in self.beating:
-                    continue
-                self.beating.add(name)
-            threading.Thread(
-                target=self.beat_one, args=(name, self.beats, refresh), name=f"orch-heartbeat-{name}", daemon=True
-            ).start()
-
-    def beat_one(self, name: str, count: int, refresh: bool) -> None:
-        w = self.workers[name]
+        with self.beating_guard:
+            due = [n for n in sorted(self.locked.copy()) if n not in self.beating]
+            self.beating.update(due)
+        if refresh:
+            for name in due:
+                refresh_thread = threading.Thread(target=self.refresh_one, args=(name,), daemon=True)
+                refresh_thread.start()
+            return
+        token = str(self.holder["token"])
+        commands = {n: renew_argv(self.workers[n].root, self.plan.lane, token, self.beats) for n in due}
         try:
-            if not refresh:
-                argv = renew_argv(w.root, self.plan.lane, str(self.holder["token"]), count)
-                self.t.run_one(name, argv, timeout=HEARTBEAT_TIMEOUT)
-                return
-            doc = self.call(w, "heartbeat", timeout=HEARTBEAT_TIMEOUT)
+            self.t.run_each(commands, timeout=HEARTBEAT_TIMEOUT, on_result=lambda r: self.beat_done(r.host))
+        except Exception:
+            for name in due:
+                self.beat_done(name)  # retried on the next beat
+
+    def beat_done(self, name: str) -> None:
+        with self.beating_guard:
+            self.beating.discard(name)
+
+    def refresh_one(self, name: str) -> None:
+        try:
+            doc = self.call(self.workers[name], "heartbeat", timeout=HEARTBEAT_TIMEOUT)
         except Exception:
             return  # unreachable now: the step in flight there reports why
         finally:
-            with self.beating_guard:
-                self.beating.discard(name)
+            self.beat_done(name)
         if not doc.get("refreshed") and name in self.locked:
             self.lost[name] = doc.get("holder")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any, Protocol, Self
 
@@ -23,6 +24,7 @@ from orchestrator.workers import WorkerRef
 LocalSource = str | os.PathLike[str] | IO[bytes]
 LocalPath = str | os.PathLike[str]
 LineCallback = Callable[[str, str, str], None]  # (host, "stdout"|"stderr", line)
+ResultCallback = Callable[[Result], None]  # one worker's Result, as it comes
 
 
 class StdinSource(Protocol):
@@ -97,6 +99,13 @@ class Transport(Protocol):
         end_on_timeout: bool = False,
     ) -> dict[str, Result]:
         """Run the same command on many workers (default: all) in parallel."""
+        ...
+
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float, on_result: ResultCallback) -> None:
+        """Start each worker's own short command (`commands`: worker -> argv) and return at once:
+        `on_result` gets each worker's Result as it comes, on a thread of the transport's. Beside
+        the worker pool, which long operations may fill, so it never waits behind them; a hung
+        worker delays only its own Result. For the many small commands of a lease's renewals."""
         ...
 
     def put_one(self, name: str, local: LocalSource, remote: str) -> Result:
@@ -182,6 +191,19 @@ class FanOut:
             ),
             hosts,
         )
+
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float, on_result: ResultCallback) -> None:
+        """Each worker's own command on a thread of its own (never joined: a daemon thread)."""
+
+        def one(name: str, argv: Sequence[str]) -> None:
+            try:
+                result = self.run_one(name, argv, timeout=timeout)
+            except Exception as exc:  # a transport's own defect: still that worker's Result
+                result = Result(host=name, argv=tuple(argv), exit_code=None, error=str(exc), error_kind="local")
+            on_result(result)
+
+        for name, argv in commands.items():
+            threading.Thread(target=one, args=(name, argv), daemon=True, name=f"orch-each-{name}").start()
 
     def put(self, local: LocalSource, remote: str, hosts: Iterable[str] | None = None) -> dict[str, Result]:
         """Copy one local file (or binary file object) to `remote` on many workers."""

@@ -32,7 +32,15 @@ from orchestrator import connections as wire
 from orchestrator.fleet import Fleet, WorkerRef
 from orchestrator.transport.fabric import FabricTransport
 from orchestrator.transport.fabric import for_fleet as direct_for_fleet
-from orchestrator.transport.protocol import LineCallback, LocalPath, LocalSource, Result, Stdin, source_name
+from orchestrator.transport.protocol import (
+    LineCallback,
+    LocalPath,
+    LocalSource,
+    Result,
+    ResultCallback,
+    Stdin,
+    source_name,
+)
 
 log = logging.getLogger("orchestrator.transport.warm")
 # The settings that change how a holder connects: a different value is a different holder.
@@ -173,8 +181,10 @@ class WarmTransport(FabricTransport):
         argv: tuple[str, ...],
         on_line: LineCallback | None = None,
         pump: Callable[[socket.socket], None] | None = None,
+        on_result: ResultCallback | None = None,
     ) -> dict[str, Result] | None:
-        """Every host's Result from the holder's frames; None when it refused before starting."""
+        """Every host's Result from the holder's frames (each also to `on_result` as it comes, the
+        missing ones at the end); None when it refused before starting."""
         results: dict[str, Result] = {}
         accepted = False
         problem = "the holder ended the connection"
@@ -187,6 +197,8 @@ class WarmTransport(FabricTransport):
                     elif kind == "result":
                         r = result_of(doc["r"])
                         results[r.host] = r
+                        if on_result is not None:
+                            on_result(r)
                     elif kind == "accepted":
                         accepted = True
                         if pump is not None:
@@ -206,6 +218,8 @@ class WarmTransport(FabricTransport):
         for h in hosts:
             if h not in results:
                 results[h] = Result(host=h, argv=argv, exit_code=None, error=problem, error_kind="connect")
+                if on_result is not None:
+                    on_result(results[h])
         return {h: results[h] for h in hosts}
 
     @staticmethod
@@ -231,6 +245,7 @@ class WarmTransport(FabricTransport):
         stdin: Stdin,
         on_line: LineCallback | None,
         end_on_timeout: bool,
+        on_result: ResultCallback | None = None,
     ) -> dict[str, Result] | None:
         request: dict[str, Any] = {
             "op": "run",
@@ -250,7 +265,7 @@ class WarmTransport(FabricTransport):
         sock = self._open(request)
         if sock is None:
             return None
-        return self._exchange(sock, hosts, tuple(str(a) for a in argv), on_line, pump)
+        return self._exchange(sock, hosts, tuple(str(a) for a in argv), on_line, pump, on_result)
 
     # -- the Transport's operations ------------------------------------------------
 
@@ -291,6 +306,27 @@ class WarmTransport(FabricTransport):
         return super().run(
             argv, names, env=env, timeout=timeout, stdin=stdin, on_line=on_line, end_on_timeout=end_on_timeout
         )
+
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float, on_result: ResultCallback) -> None:
+        """One holder request per distinct command (a lease's renewals: one per slice root), each
+        on a thread of its own; what the holder cannot take runs on this command's own connections."""
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for name, argv in commands.items():
+            groups.setdefault(tuple(str(a) for a in argv), []).append(name)
+
+        def one(argv: tuple[str, ...], names: list[str]) -> None:
+            answered: set[str] = set()
+
+            def heard(r: Result) -> None:
+                answered.add(r.host)
+                on_result(r)
+
+            if self._run_request(names, argv, None, timeout, None, None, False, heard) is None:
+                left = {n: argv for n in names if n not in answered}
+                FabricTransport.run_each(self, left, timeout=timeout, on_result=on_result)
+
+        for argv, names in groups.items():
+            threading.Thread(target=one, args=(argv, names), daemon=True, name="orch-each").start()
 
     def _put_request(self, names: list[str], local: LocalSource, remote: str) -> dict[str, Result] | None:
         request: dict[str, Any] = {"op": "put", "hosts": names, "remote": remote}
