@@ -12,7 +12,8 @@ Each verb prints one JSON document on stdout (`log` prints the log itself).
 
 The controller lease (which a launcher waiting for its release, and an attached
 run's supervisor, watch) is renewed by a shell command, `renew_argv`, not a
-verb here: see RENEW_SCRIPT.
+verb here: see RENEW_SCRIPT. The controller releases a gang with the shell
+form of `release --in`, `release_argv`: see RELEASE_SCRIPT.
 """
 
 from __future__ import annotations
@@ -51,6 +52,31 @@ def release_in(run_dir: str, delay: float) -> dict[str, Any]:
     """Release `delay` seconds after this message arrived, capped, on this worker's clock alone:
     no decision compares the controller's clock with this one."""
     return release(run_dir, time.time() + min(max(delay, 0.0), RELEASE_CAP))
+
+
+# The controller's release is `release_in` as a shell command, `release_argv`, for the reason the
+# renewal is one (below): it reaches every worker of the gang at the one moment all of them wait, and
+# a Python job each (about 90 ms of a worker's CPU) started 128 interpreters at once on the local
+# slice's 2 cores, which held the controller's renewals back past the lease's bound on some workers.
+# The same document (release_at: this worker's clock now plus the delay, capped at RELEASE_CAP;
+# written_at), written the same way (a temp file renamed), the same bell rung (a FIFO opened
+# read-write never blocks, whether or not a launcher waits on it), and the same reply.
+RELEASE_SCRIPT = (
+    'umask 022; [ -d "$1" ] || { echo "no run directory $1 on this worker" >&2; exit 1; }; '
+    "now=$(date +%s.%N) || exit 1; "
+    'at=$(awk -v d="$2" -v now="$now" -v cap="$4" '
+    "'BEGIN { d += 0; if (d < 0) d = 0; if (d > cap + 0) d = cap + 0; printf \"%.6f\", now + d }') || exit 1; "
+    'printf \'{"release_at": %s, "written_at": %s}\\n\' "$at" "$now" > "$1/.$3.tmp" && mv -f "$1/.$3.tmp" "$1/$3" '
+    "|| exit 1; "
+    '[ -p "$1/$5" ] && [ ! -L "$1/$5" ] && printf "!" 1<>"$1/$5"; '
+    'printf \'{"schema_version": %d, "ok": true, "release_at": %s}\\n\' "$6" "$at"'
+)
+
+
+def release_argv(run_dir: str, delay: float) -> list[str]:
+    """The command that releases the launcher in `run_dir` `delay` seconds after it arrives."""
+    args = [run_dir, repr(float(delay)), lp.RELEASE_FILE, repr(RELEASE_CAP), lp.RELEASE_BELL, str(SCHEMA_VERSION)]
+    return ["sh", "-c", RELEASE_SCRIPT, "orch-release", *args]
 
 
 # The controller is alive: it writes {"renewed": N} (N its count of renewals) into the run's controller

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from waiting import wait_for
 
 from hostside import launch_ctl, launch_proc, lease
 from hostside import launcher as hostside_launcher
@@ -55,18 +56,38 @@ def test_a_launcher_waits_while_the_controller_renews_and_starts_on_the_release(
     assert done.is_set() and rec.data["released_at"] >= rec.data["release_at"] - 0.01
 
 
-def test_a_release_is_a_delay_from_its_arrival_on_the_workers_clock_and_is_capped(tmp_path):
+def shell_release(run_dir: str, delay: float) -> dict:
+    """The controller's form of the release: `release_argv`, a shell command."""
+    done = subprocess.run(launch_ctl.release_argv(run_dir, delay), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+RELEASES = {"python": launch_ctl.release_in, "shell": shell_release}
+
+
+@pytest.mark.parametrize("form", RELEASES)
+def test_a_release_is_a_delay_from_its_arrival_on_the_workers_clock_and_is_capped(tmp_path, form):
+    release_in = RELEASES[form]
     run = tmp_path / "run"
     run.mkdir()
     before = time.time()
-    launch_ctl.release_in(str(run), 3600.0)  # a controller whose clock is an hour ahead would have said this
+    reply = release_in(str(run), 3600.0)  # a controller whose clock is an hour ahead would have said this
     doc = json.loads((run / launch_proc.RELEASE_FILE).read_text())
     assert before + launch_ctl.RELEASE_CAP - 1 <= doc["release_at"] <= time.time() + launch_ctl.RELEASE_CAP
-    launch_ctl.release_in(str(run), -5.0)
+    assert reply["ok"] is True and reply["release_at"] == doc["release_at"]
+    assert before <= doc["written_at"] <= time.time()
+    release_in(str(run), -5.0)
     assert json.loads((run / launch_proc.RELEASE_FILE).read_text())["release_at"] <= time.time()
+    assert sorted(p.name for p in run.iterdir()) == [launch_proc.RELEASE_FILE], "no temp file left"
 
 
-def test_a_waiting_launcher_sleeps_on_its_bell_and_wakes_on_the_release(tmp_path, monkeypatch):
+def test_the_shell_release_names_a_missing_run_directory(tmp_path):
+    done = subprocess.run(launch_ctl.release_argv(str(tmp_path / "gone"), 0.0), capture_output=True, text=True)
+    assert done.returncode == 1 and "no run directory" in done.stderr and not (tmp_path / "gone").exists()
+
+
+@pytest.mark.parametrize("form", RELEASES)
+def test_a_waiting_launcher_sleeps_on_its_bell_and_wakes_on_the_release(tmp_path, monkeypatch, form):
     """No polling while it waits: the release rings the bell, and the bell is gone afterwards."""
     monkeypatch.setattr(hostside_launcher, "LEASE_CHECK", 30.0)  # only the bell can wake it in time
     run = tmp_path / "run"
@@ -86,7 +107,7 @@ def test_a_waiting_launcher_sleeps_on_its_bell_and_wakes_on_the_release(tmp_path
         while not (run / launch_proc.RELEASE_BELL).exists():
             time.sleep(0.01)
         time.sleep(0.3)
-        launch_ctl.release_in(str(run), 0.0)
+        RELEASES[form](str(run), 0.0)
 
     threading.Thread(target=controller, daemon=True).start()
     rec = record(run)
@@ -140,3 +161,37 @@ def test_a_bell_wakes_only_when_rung_and_ringing_with_no_one_waiting_does_nothin
     files.ring(tmp_path / "plain")  # a regular file is not a bell: left as it was
     assert (tmp_path / "plain").read_text() == "x"
     assert files.open_bell(tmp_path / "plain") is None
+
+
+def test_the_controller_renews_every_worker_each_round_and_skips_only_a_worker_whose_renewal_hangs(tmp_path):
+    from types import SimpleNamespace
+
+    from orchestrator.launch.control import LeaseRenewer
+    from orchestrator.transport import FanOut, Result
+
+    hung = threading.Event()
+    sent: list[tuple[str, str]] = []
+
+    class Renewals(FanOut):
+        def run_one(self, name, argv, **_kw):
+            sent.append((name, argv[5]))
+            if name == "w1":
+                hung.wait(30)
+            else:
+                subprocess.run(argv, check=True)
+            return Result(host=name, argv=tuple(argv), exit_code=0)
+
+    workers = ("w0", "w1", "w2")
+    for w in workers:
+        (tmp_path / w).mkdir()
+    plan = SimpleNamespace(workers=workers, process=lambda w: SimpleNamespace(run_dir=str(tmp_path / w)))
+    renewer = LeaseRenewer(plan, Renewals(), every=0.05).start()  # type: ignore[arg-type]
+    try:
+        wait_for(lambda: sum(1 for w, _ in sent if w == "w0") >= 5, 30, "five rounds")
+    finally:
+        renewer.stop()
+        hung.set()
+    assert [n for w, n in sent if w == "w1"] == ["1"], "a renewal still in flight is not sent again"
+    counts = [int(n) for w, n in sent if w == "w2"]
+    assert counts == sorted(counts) and len(counts) >= 5
+    assert json.loads((tmp_path / "w0" / launch_ctl.CONTROLLER_LEASE_FILE).read_text())["renewed"] >= 5

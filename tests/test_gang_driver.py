@@ -46,10 +46,18 @@ class ScriptedTransport:
     def map(self, fn, hosts=None) -> dict[str, Result]:
         return {w: fn(self.workers[w]) for w in (hosts or WORKERS)}
 
+    def run_each(self, commands, *, timeout, on_result) -> None:
+        for name, argv in commands.items():
+            on_result(self.run_one(name, argv, timeout=timeout))
+
     def run_one(self, name, argv, *, env=None, timeout=None, stdin=None, on_line=None) -> Result:
         if list(argv[:2]) == ["sh", "-c"] and argv[3] == "orch-renew":  # the controller lease, until the release
             self.calls.append((name, "renew"))
             return Result(host=name, argv=tuple(argv), exit_code=0)
+        if list(argv[:2]) == ["sh", "-c"] and argv[3] == "orch-release":
+            self.calls.append((name, "release"))
+            self.released.set()
+            return self._doc(name, {"ok": True})
         i = list(argv).index("-m") + 1  # python [interpreter options] -m hostside.JOB ARGS
         job, verb = argv[i], argv[i + 1]
         self.calls.append((name, f"{job} {verb}" if job == "hostside.launch_ctl" else job))

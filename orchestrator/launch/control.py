@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hostside.launch_ctl import renew_argv
+from hostside.launch_ctl import release_argv, renew_argv
 from hostside.lease import CONTROLLER_RENEW_EVERY
 from orchestrator.fleet import WorkerRef
 from orchestrator.launch.plan import LaunchPlan
@@ -22,6 +22,9 @@ from orchestrator.remote import job_document, run_hostside
 from orchestrator.transport import Result, Transport
 
 OutputFn = Callable[[str, str], None]  # (worker, line)
+RELEASE_TIMEOUT = 30.0
+ANSWER_SLACK = 10.0  # beyond a command's own timeout, for its Result to come back
+RENEW_TIMEOUT = 30.0  # one renewal's bound; a worker whose renewal is still out is skipped meanwhile
 ReportFn = Callable[[str], None]  # controller progress, one line
 
 
@@ -66,29 +69,51 @@ def release(
     plan: LaunchPlan, transport: Transport, at: float, workers: Sequence[str] | None = None
 ) -> dict[str, Result]:
     """Release every waiting launcher at the controller's wall-clock instant `at`, sent as a delay
-    from now (each worker counts it from the message's arrival on its own clock, capped there)."""
+    from now (each worker counts it from the message's arrival on its own clock, capped there).
+    A shell command each (`release_argv`), sent as one `run_each`: through a connection holder, one
+    request for the whole gang."""
+    delay = max(0.0, at - time.time())
+    commands = {n: release_argv(plan.process(n).run_dir, delay) for n in (workers or plan.workers)}
+    return run_all(transport, commands, timeout=RELEASE_TIMEOUT)
 
-    def one(worker: WorkerRef) -> Result:
-        run_dir = plan.process(worker.name).run_dir
-        delay = max(0.0, at - time.time())
-        return run_hostside(transport, worker, "launch_ctl", ["release", run_dir, "--in", repr(delay)], timeout=30)
 
-    return transport.map(one, workers or plan.workers)
+def run_all(transport: Transport, commands: Mapping[str, Sequence[str]], *, timeout: float) -> dict[str, Result]:
+    """`Transport.run_each`, waited for: every worker's Result, in the order of `commands`."""
+    got: dict[str, Result] = {}
+    guard = threading.Lock()
+    done = threading.Event()
+
+    def heard(result: Result) -> None:
+        with guard:
+            got[result.host] = result
+            if len(got) >= len(commands):
+                done.set()
+
+    if commands:
+        transport.run_each(commands, timeout=timeout, on_result=heard)
+        done.wait(timeout + ANSWER_SLACK)
+    silent = f"no answer within {timeout:g}s"
+    with guard:
+        return {
+            n: got.get(n) or Result(host=n, argv=tuple(argv), exit_code=None, error=silent, error_kind="timeout")
+            for n, argv in commands.items()
+        }
 
 
 class LeaseRenewer:
     """Renews the controller lease in every worker's run directory until `stop`: a launcher waiting
     for its release, and an attached run's supervisor after it, end themselves when renewals stop
     (hostside.lease's bound).
-    One thread per worker and renewal, never joined, so a hung worker delays no other; a worker
-    whose previous renewal is still in flight is skipped."""
+    Each round is one `Transport.run_each` (through a connection holder: one request for the whole
+    gang), never waited for, so a hung worker delays no other; a worker whose previous renewal is
+    still in flight is skipped."""
 
     def __init__(self, plan: LaunchPlan, transport: Transport, every: float = CONTROLLER_RENEW_EVERY):
         self.plan, self.transport, self.every = plan, transport, every
         self.stopped = threading.Event()
         self.busy: set[str] = set()
         self.guard = threading.Lock()
-        self.count = 0  # renewals sent: the value each one writes (only its change is judged)
+        self.count = 0  # rounds sent: the value each renewal writes (only its change is judged)
         self.started = False
 
     def start(self) -> LeaseRenewer:
@@ -105,25 +130,21 @@ class LeaseRenewer:
 
     def _loop(self) -> None:
         while not self.stopped.is_set():
-            for name in self.plan.workers:
-                with self.guard:
-                    if name in self.busy:
-                        continue
-                    self.busy.add(name)
-                threading.Thread(target=self._renew, args=(name,), daemon=True, name=f"orch-lease-{name}").start()
-            self.stopped.wait(self.every)
-
-    def _renew(self, name: str) -> None:
-        try:
             with self.guard:
                 self.count += 1
-                count = self.count
-            self.transport.run_one(name, renew_argv(self.plan.process(name).run_dir, count), timeout=30)
-        except Exception:
-            pass  # a missed renewal is retried; the lease's ttl is four renewals long
-        finally:
-            with self.guard:
-                self.busy.discard(name)
+                due = [n for n in self.plan.workers if n not in self.busy]
+                self.busy.update(due)
+            commands = {n: renew_argv(self.plan.process(n).run_dir, self.count) for n in due}
+            try:
+                self.transport.run_each(commands, timeout=RENEW_TIMEOUT, on_result=self._answered)
+            except Exception:
+                with self.guard:  # a missed round is retried; the lease's ttl is four renewals long
+                    self.busy.difference_update(due)
+            self.stopped.wait(self.every)
+
+    def _answered(self, result: Result) -> None:
+        with self.guard:
+            self.busy.discard(result.host)
 
 
 def stop_workers(
