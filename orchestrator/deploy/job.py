@@ -403,8 +403,9 @@ class _Deploy:
             self.beating.update(due)
         if refresh:
             for name in due:
-                refresh_thread = threading.Thread(target=self.refresh_one, args=(name,), daemon=True)
-                refresh_thread.start()
+                thread = threading.Thread(target=self.refresh_one, args=(name,), name=f"orch-heartbeat-{name}")
+                thread.daemon = True
+                thread.start()
             return
         token = str(self.holder["token"])
         commands = {n: renew_argv(self.workers[n].root, self.plan.lane, token, self.beats) for n in due}

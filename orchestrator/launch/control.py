@@ -22,10 +22,10 @@ from orchestrator.remote import job_document, run_hostside
 from orchestrator.transport import Result, Transport
 
 OutputFn = Callable[[str, str], None]  # (worker, line)
-RELEASE_TIMEOUT = 30.0
-ANSWER_SLACK = 10.0  # beyond a command's own timeout, for its Result to come back
-RENEW_TIMEOUT = 30.0  # one renewal's bound; a worker whose renewal is still out is skipped meanwhile
 ReportFn = Callable[[str], None]  # controller progress, one line
+RELEASE_TIMEOUT = 30.0
+RENEW_TIMEOUT = 30.0  # one renewal's bound; a worker whose renewal is still out is skipped meanwhile
+ANSWER_SLACK = 10.0  # beyond a command's own timeout, for its Result to come back
 
 
 def quiet(_text: str) -> None:
