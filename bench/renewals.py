@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _slice import add_slice_args, open_slice, orch_executable  # noqa: E402
 
 from hostside.launch_ctl import renew_argv  # noqa: E402
+from orchestrator.launch.control import run_all  # noqa: E402
 
 RUN_DIR = "/tmp/orch-bench-renewals"
 
@@ -58,19 +59,8 @@ def per_worker(t, names: list[str], count: int) -> None:
 
 
 def one_request(t, names: list[str], count: int) -> None:
-    """Now: the round as one `run_each`."""
-    left = set(names)
-    done = threading.Event()
-    guard = threading.Lock()
-
-    def answered(r) -> None:
-        with guard:
-            left.discard(r.host)
-            if not left:
-                done.set()
-
-    t.run_each({n: renew_argv(RUN_DIR, count) for n in names}, timeout=30, on_result=answered)
-    done.wait(60)
+    """Now: the round as one `run_each`, waited for as the release waits for its own."""
+    run_all(t, {n: renew_argv(RUN_DIR, count) for n in names}, timeout=30)
 
 
 def main() -> None:
