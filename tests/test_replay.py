@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -226,3 +228,33 @@ def test_a_tcp_socket_gets_no_nagle_and_quick_acks_and_anything_else_is_left_as_
     assert quick_ack(other) is other
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as unix:
         assert quick_ack(unix) is unix
+
+
+def test_paramiko_is_imported_without_invoke_or_importlib_metadata_and_knows_its_own_version():
+    code = (
+        "import sys, json\n"
+        "from orchestrator.transport.replay import import_paramiko\n"
+        "import_paramiko()\n"
+        "import paramiko\n"
+        "skipped = [m for m in ('invoke', 'importlib.metadata', 'email') if m in sys.modules]\n"
+        "from importlib import metadata\n"  # the real module, once paramiko is in
+        "print(json.dumps([skipped, paramiko.__version__, metadata.version('paramiko'), type(metadata).__name__]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    skipped, told, real, kind = json.loads(proc.stdout)
+    assert skipped == [] and told == real and kind == "module"
+
+
+def test_the_version_stand_in_sends_any_other_question_to_the_real_module(monkeypatch):
+    from importlib import metadata
+
+    from orchestrator.transport.replay import _installed_version, _VersionOnly
+
+    assert _installed_version("paramiko") == metadata.version("paramiko")
+    assert _installed_version("no-such-distribution") is None
+    stand_in = _VersionOnly("paramiko", "0.0-test")
+    monkeypatch.setitem(sys.modules, "importlib.metadata", stand_in)
+    assert stand_in.version("paramiko") == "0.0-test"
+    assert stand_in.version("click") == metadata.version("click")
+    assert sys.modules["importlib.metadata"] is not stand_in  # it stepped aside for the real module

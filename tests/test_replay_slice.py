@@ -23,7 +23,7 @@ from orchestrator.transport.fabric import FabricTransport
 pytestmark = pytest.mark.ssh
 
 # (paramiko looks for invoke, which it is not given: "invoke" itself shows up as a failed lookup)
-HEAVY = {"click", "pydantic", "yaml", "fabric", "invoke.context", "rich"}
+HEAVY = {"click", "pydantic", "yaml", "fabric", "invoke.context", "rich", "importlib.metadata", "email"}
 
 
 @pytest.fixture

@@ -25,7 +25,10 @@ private holder directory (0700) and is written 0600, atomically.
 
 paramiko alone: `paramiko.config` imports invoke only to evaluate `Match
 exec` lines in ssh_config, which a replayed connection never reads; it is
-imported here with invoke hidden (`import_paramiko`), saving about 100 ms.
+imported here with invoke hidden (`import_paramiko`), saving about 100 ms. Its `__init__`
+also asks `importlib.metadata` for its own version, which imports `email` and scans every installed
+distribution (about 30 ms); the version is read from the name of its `.dist-info` directory
+instead, when there is exactly one next to the package.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import hashlib
 import json
 import os
 import sys
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,15 +163,64 @@ def record(conn: Any) -> dict[str, Any] | None:
 
 
 def import_paramiko() -> None:
-    """Import paramiko without invoke (see the module docstring); a no-op once paramiko is imported."""
+    """Import paramiko without invoke and without `importlib.metadata` (see the module docstring); a
+    no-op once paramiko is imported."""
     if "paramiko" in sys.modules or "invoke" in sys.modules:
         return
-    sys.modules["invoke"] = None  # type: ignore[assignment]  # makes `import invoke` raise ImportError
+    hidden: dict[str, Any] = {"invoke": None}  # None makes `import invoke` raise ImportError
+    version = _installed_version("paramiko")
+    if version is not None and "importlib.metadata" not in sys.modules:
+        hidden["importlib.metadata"] = _VersionOnly("paramiko", version)
+    sys.modules.update(hidden)
     try:
         import paramiko  # noqa: F401
     finally:
-        if sys.modules.get("invoke", 0) is None:
-            del sys.modules["invoke"]
+        for name, stand_in in hidden.items():
+            if sys.modules.get(name, 0) is stand_in:
+                del sys.modules[name]
+
+
+class _VersionOnly(types.ModuleType):
+    """Stands in for `importlib.metadata` while paramiko is imported: its `__init__` asks only for its
+    own version, which the real module answers after importing `email` and reading every installed
+    distribution's metadata (about 30 ms of a cold command). Any other question goes to the real one."""
+
+    def __init__(self, name: str, version: str) -> None:
+        super().__init__("importlib.metadata")
+        self._name, self._version = name, version
+
+    def version(self, name: str) -> str:
+        if name == self._name:
+            return self._version
+        del sys.modules["importlib.metadata"]
+        from importlib import metadata
+
+        return metadata.version(name)
+
+
+def _installed_version(name: str) -> str | None:
+    """The version of the distribution `name` from its `NAME-VERSION.dist-info` directory next to the
+    package, when there is exactly one; None when that is not certain."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
+        return None
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    try:
+        found = [
+            entry[len(name) + 1 : -len(".dist-info")]
+            for entry in os.listdir(site)
+            if entry.lower().startswith(name + "-") and entry.endswith(".dist-info")
+        ]
+    except OSError:
+        return None
+    if len(found) != 1 or not found[0] or not all(c.isalnum() or c in ".+!_" for c in found[0]):
+        return None
+    return found[0]
 
 
 class DirectConnection:
