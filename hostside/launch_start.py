@@ -72,7 +72,12 @@ def start(doc: dict[str, Any]) -> dict[str, Any]:
             tail = fh.read()[-2000:]
     except OSError:
         pass
-    return {"ok": False, "error": f"the supervisor did not start the run (exit {sup.poll()})", "log": tail}
+    code = sup.poll()
+    if code is None:  # still starting when the wait ran out (the controller stops it with the others)
+        error = f"the supervisor had not started the run after {START_WAIT:g}s (the worker is overloaded or slow)"
+    else:
+        error = f"the supervisor ended (exit {code}) without starting the run"
+    return {"ok": False, "error": error, "log": tail}
 
 
 def main(argv: list[str]) -> int:

@@ -42,3 +42,30 @@ def _spans(numbers: Sequence[int]) -> list[str]:
         if n is not None:
             start = prev = n
     return spans
+
+
+def alike(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """`(worker, message)` pairs as one line per distinct message, in first-seen order: `slice-w3:
+    message` for one worker, `N x message: slice-w[0-2,7]` for several (a failure 256 workers share
+    is one line, not 256)."""
+    groups: dict[str, list[str]] = {}
+    for worker, message in pairs:
+        groups.setdefault(message, []).append(worker)
+    return [
+        f"{workers[0]}: {message}" if len(workers) == 1 else f"{len(workers)} x {message}: {compact_names(workers)}"
+        for message, workers in groups.items()
+    ]
+
+
+def alike_lines(lines: Iterable[str], workers: Iterable[str]) -> list[str]:
+    """`alike` for lines written `worker: message` (any other line is kept as it is, before them)."""
+    known = set(workers)
+    pairs: list[tuple[str, str]] = []
+    other: list[str] = []
+    for line in lines:
+        worker, sep, message = line.partition(": ")
+        if sep and worker in known:
+            pairs.append((worker, message))
+        else:
+            other.append(line)
+    return other + alike(pairs)

@@ -1,4 +1,5 @@
-"""Terminal output at scale: above 16 workers, per-worker rows collapse to a summary.
+"""Terminal output at scale: above 16 workers, per-worker rows collapse to a summary, and failures
+alike are named once.
 
 Synthetic 64-worker results (a probe sweep, a deploy, an exec, a live board)
 rendered by the verbs' own render functions: the summary fits a screen, names
@@ -8,8 +9,10 @@ every failure and the slowest workers, and `--verbose` brings back every row.
 from __future__ import annotations
 
 import io
+import json
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
 from orchestrator.cli import deploy_cmd, probe_cmd
@@ -155,3 +158,76 @@ def test_reasons_that_differ_only_in_their_numbers_are_one_group_with_the_spread
         "  warn (5):",
         "      5 x clock differs by +2.0..2.4s: w[0-4]",
     ]
+
+
+def test_failures_alike_are_one_line_with_their_workers_compacted():
+    from orchestrator.names import alike, alike_lines
+
+    pairs = [(f"slice-w{i}", "timed out after 60s" if i % 3 else "disk full") for i in range(64)]
+    assert alike(pairs) == [
+        "22 x disk full: slice-w[0,3,6,9,12,15,18,21,24,27,30,33,36,39,42,45,48,51,54,57,60,63]",
+        "42 x timed out after 60s: " + compact_names(f"slice-w{i}" for i in range(64) if i % 3),
+    ]
+    assert alike([("slice-w7", "exit 2: boom")]) == ["slice-w7: exit 2: boom"]  # one worker: as before
+    lines = [f"{w}: {m}" for w, m in pairs[:4]] + ["the coordinator port is taken: 1234"]
+    assert alike_lines(lines, NAMES) == [
+        "the coordinator port is taken: 1234",  # not a worker's line: kept as it is
+        "2 x disk full: slice-w[0,3]",
+        "2 x timed out after 60s: slice-w[1-2]",
+    ]
+
+
+def test_a_start_that_fails_alike_on_64_workers_names_the_failure_once_and_stops_them_all(tmp_path, monkeypatch):
+    from orchestrator import runs
+    from orchestrator.errors import LaunchError
+    from orchestrator.launch import lifecycle
+    from orchestrator.launch.plan import LaunchPlan, ProcessPlan, Target
+    from orchestrator.launch.timing import LaunchTiming
+
+    procs = tuple(
+        ProcessPlan(process_id=i, worker=w, index=i, address=f"10.0.0.{i}", python="py", run_dir=f"/r/{w}", env={})
+        for i, w in enumerate(NAMES)
+    )
+    plan = LaunchPlan(
+        run_id="r",
+        name=None,
+        lane="cpu",
+        slice="s",
+        bundle="b",
+        platform="cpu",
+        profile=None,
+        distributions=(),
+        frontends=(),
+        contract=(),
+        target=Target("script", "t.py", None, ()),
+        workdir=None,
+        coordinator_address="10.0.0.0",
+        coordinator_port=20000,
+        master_port=20001,
+        port_given=False,
+        timeout=None,
+        forbid=(),
+        cache={},
+        processes=procs,
+    )
+    error = "the supervisor had not started the run after 15s (the worker is overloaded or slow)"
+    slow = json.dumps({"schema_version": 1, "ok": False, "error": error})
+    fine = json.dumps({"schema_version": 1, "ok": True, "pid": 1})
+
+    def started(plan, transport, **kwargs):
+        return {
+            w: Result(host=w, argv=("launch_start",), exit_code=0, stdout=slow if i != 5 else fine)
+            for i, w in enumerate(plan.workers)
+        }
+
+    stopped: list[str] = []
+    monkeypatch.setattr(lifecycle, "start_workers", started)
+    monkeypatch.setattr(lifecycle, "stop_workers", lambda plan, transport, **kw: stopped.extend(plan.workers))
+    record = runs.RunRecord.create(plan, root=tmp_path)
+    with pytest.raises(LaunchError) as caught:
+        lifecycle.start(plan, object(), record, LaunchTiming())  # type: ignore[arg-type]
+    text = str(caught.value)
+    assert text.count("\n") == 1, text  # one line for 63 workers
+    assert "63 x the supervisor had not started the run after 15s" in text and "slice-w[0-4,6-63]" in text
+    assert stopped == NAMES  # every worker stopped, the one that started too
+    assert len(record.info()["problems"]) == 63  # the run's record keeps each worker's own line

@@ -648,3 +648,28 @@ def test_a_closed_terminal_cannot_break_the_gangs_reporting():
 
     signals.never_raising(closed)("slice-w0", "line")  # no exception: the teardown goes on
     assert signals.never_raising(None) is None
+
+
+@pytest.mark.parametrize("code", [None, 3])
+def test_a_supervisor_that_does_not_start_the_run_in_time_is_told_apart_from_one_that_ended(
+    tmp_path, monkeypatch, code
+):
+    from hostside import launch_start
+
+    class Supervisor:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def poll(self):
+            return code
+
+    monkeypatch.setattr(launch_start.subprocess, "Popen", Supervisor)
+    monkeypatch.setattr(launch_start, "START_WAIT", 0.05)
+    started = launch_start.start({"run_dir": str(tmp_path / "run")})
+    assert started["ok"] is False
+    if code is None:
+        assert (
+            started["error"] == "the supervisor had not started the run after 0.05s (the worker is overloaded or slow)"
+        )
+    else:
+        assert started["error"] == "the supervisor ended (exit 3) without starting the run"

@@ -48,6 +48,7 @@ from orchestrator.launch.preflight import preflight, reach
 from orchestrator.launch.signals import interruption, shielded
 from orchestrator.launch.timing import DEFAULT_GRACE, LaunchTiming
 from orchestrator.launch.workdir import sync_workdir
+from orchestrator.names import alike, alike_lines
 from orchestrator.transport import Transport
 
 
@@ -124,7 +125,7 @@ def prepare(
         n = len(pf.problems)
         raise LaunchError(
             f"preflight refused run {plan.run_id} on lane '{plan.lane}' "
-            f"({n} problem{'s' if n != 1 else ''}):\n  - " + "\n  - ".join(pf.problems)
+            f"({n} problem{'s' if n != 1 else ''}):\n  - " + "\n  - ".join(alike_lines(pf.problems, plan.workers))
         )
     if pf.suggested_ports:
         report(
@@ -139,7 +140,7 @@ def prepare(
             record.update(state="refused", problems=blocked)
             raise LaunchError(
                 f"preflight refused run {plan.run_id} on lane '{plan.lane}': the gang's ports are not "
-                f"reachable:\n  - " + "\n  - ".join(blocked)
+                f"reachable:\n  - " + "\n  - ".join(alike_lines(blocked, plan.workers))
             )
     bundle = next(iter(pf.bundles.values()), None)
     record.update(state="starting", bundle_env=bundle)
@@ -172,7 +173,7 @@ def start(
         record.update(state="start-failed", problems=[f"{w}: {m}" for w, m in bad.items()])
         raise LaunchError(
             "the run could not be started on every worker (nothing is left running):\n  - "
-            + "\n  - ".join(f"{w}: {m}" for w, m in bad.items())
+            + "\n  - ".join(alike(bad.items()))
         )
     record.update(state="started", pids={w: reply(r) for w, r in started.items()})
 
