@@ -192,7 +192,8 @@ class _VersionOnly(types.ModuleType):
     def version(self, name: str) -> str:
         if name == self._name:
             return self._version
-        del sys.modules["importlib.metadata"]
+        if sys.modules.get("importlib.metadata") is self:
+            del sys.modules["importlib.metadata"]  # step aside: the real module is imported in its place
         from importlib import metadata
 
         return metadata.version(name)
