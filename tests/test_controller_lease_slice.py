@@ -81,8 +81,19 @@ def test_a_controller_killed_before_the_release_leaves_no_launcher_waiting_beyon
         proc.kill()
         proc.communicate()
         killed = time.monotonic()
-        wait_for(lambda: not run_processes(slice4, run_id, paused), BOUND, "every waiting launcher to end")
+        left: list[str] = []
+
+        def none_left() -> bool:
+            left[:] = run_processes(slice4, run_id, paused)
+            return not left
+
+        try:
+            wait_for(none_left, BOUND, "every waiting launcher to end")
+        except AssertionError as exc:
+            after = time.monotonic() - killed
+            raise AssertionError(f"{exc}; still running {after:.1f}s after the kill: {left}") from exc
         took = time.monotonic() - killed
+        print(f"every waiting launcher ended {took:.1f}s after the controller was killed")
         assert took <= BOUND
     finally:
         if proc.poll() is None:
