@@ -26,8 +26,18 @@ from typing import Any, Self
 import pytest
 
 from orchestrator.fleet import WorkerRef
+from orchestrator.launch.plan import LaunchPlan, ProcessPlan, Target
 from orchestrator.remote import HOSTSIDE_READY
-from orchestrator.transport import FanOut, LineCallback, LocalPath, LocalSource, Result, Transport, source_name
+from orchestrator.transport import (
+    FanOut,
+    LineCallback,
+    LocalPath,
+    LocalSource,
+    Result,
+    StdinSource,
+    Transport,
+    source_name,
+)
 
 
 @dataclass(frozen=True)
@@ -234,10 +244,13 @@ class ScriptedTransport(FanOut):
         *,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: str | None = None,
+        stdin: str | StdinSource | None = None,
         on_line: LineCallback | None = None,
         end_on_timeout: bool = False,
     ) -> Result:
+        if stdin is not None and not isinstance(stdin, str):  # streamed input: recorded whole
+            source = stdin
+            stdin = "".join(iter(lambda: source.read(65536), ""))
         call = Call(name, "run", tuple(str(a) for a in argv), env, timeout, stdin, end_on_timeout)
         result = self._answer(call)
         if on_line is not None:
@@ -271,6 +284,36 @@ class ScriptedTransport(FanOut):
 
 def _is_a_transport(fake: ScriptedTransport) -> Transport:
     return fake  # `mypy tests/fakes.py` fails here when the fake drifts from the protocol
+
+
+def launch_plan(workers: Sequence[str]) -> LaunchPlan:
+    """A plain CPU `LaunchPlan` of run `r` over `workers` (process i on `workers[i]` at 10.0.0.<i>)."""
+    procs = tuple(
+        ProcessPlan(process_id=i, worker=w, index=i, address=f"10.0.0.{i}", python="py", run_dir=f"/r/{w}", env={})
+        for i, w in enumerate(workers)
+    )
+    return LaunchPlan(
+        run_id="r",
+        name=None,
+        lane="cpu",
+        slice="s",
+        bundle="b",
+        platform="cpu",
+        profile=None,
+        distributions=(),
+        frontends=(),
+        contract=(),
+        target=Target("script", "t.py", None, ()),
+        workdir=None,
+        coordinator_address="10.0.0.0",
+        coordinator_port=20000,
+        master_port=20001,
+        port_given=False,
+        timeout=None,
+        forbid=(),
+        cache={},
+        processes=procs,
+    )
 
 
 def worker(index: int, *, lane: str | None = "cpu", root: str = "/var/lib/orch") -> WorkerRef:

@@ -13,6 +13,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from fakes import launch_plan
 from rich.console import Console
 
 from orchestrator.cli import deploy_cmd, probe_cmd
@@ -181,35 +182,9 @@ def test_a_start_that_fails_alike_on_64_workers_names_the_failure_once_and_stops
     from orchestrator import runs
     from orchestrator.errors import LaunchError
     from orchestrator.launch import lifecycle
-    from orchestrator.launch.plan import LaunchPlan, ProcessPlan, Target
     from orchestrator.launch.timing import LaunchTiming
 
-    procs = tuple(
-        ProcessPlan(process_id=i, worker=w, index=i, address=f"10.0.0.{i}", python="py", run_dir=f"/r/{w}", env={})
-        for i, w in enumerate(NAMES)
-    )
-    plan = LaunchPlan(
-        run_id="r",
-        name=None,
-        lane="cpu",
-        slice="s",
-        bundle="b",
-        platform="cpu",
-        profile=None,
-        distributions=(),
-        frontends=(),
-        contract=(),
-        target=Target("script", "t.py", None, ()),
-        workdir=None,
-        coordinator_address="10.0.0.0",
-        coordinator_port=20000,
-        master_port=20001,
-        port_given=False,
-        timeout=None,
-        forbid=(),
-        cache={},
-        processes=procs,
-    )
+    plan = launch_plan(NAMES)
     error = "the supervisor had not started the run after 15s (the worker is overloaded or slow)"
     slow = json.dumps({"schema_version": 1, "ok": False, "error": error})
     fine = json.dumps({"schema_version": 1, "ok": True, "pid": 1})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import threading
@@ -36,24 +37,31 @@ def test_a_launcher_waiting_for_its_release_ends_itself_when_the_controller_stop
 
 
 def test_a_launcher_waits_while_the_controller_renews_and_starts_on_the_release(tmp_path, monkeypatch):
+    # The launcher judges the lease on a clock that moves only as the controller renews: three ttls
+    # of renewals pass on it however slowly this machine schedules the two (a real clock here made
+    # the test fail on a loaded machine, when one renewal's `sh` took longer than the ttl to start).
+    # Judged by anything but the renewals' changes, the launcher would refuse after the first ttl.
     monkeypatch.setattr(lease, "CONTROLLER_LEASE_TTL", 0.5)
+    clock = [0.0]
+    monkeypatch.setattr(lease, "Observer", functools.partial(lease.Observer, clock=lambda: clock[0]))
+    monkeypatch.setattr(hostside_launcher, "LEASE_CHECK", 0.01)  # it looks at the lease between renewals
     run = tmp_path / "run"
     run.mkdir()
     done = threading.Event()
 
     def controller() -> None:
-        end, count = time.monotonic() + 1.5, 0  # three ttls of renewals, then the release
-        while time.monotonic() < end:
-            count += 1
+        for count in range(1, 16):  # 1.5 s of the launcher's clock: three ttls of renewals, then the release
             renew(run, count)
-            time.sleep(0.1)
+            time.sleep(0.02)
+            clock[0] += 0.1
+        done.set()  # before the release: the launcher may return before this thread runs again
         launch_ctl.release_in(str(run), 0.0)
-        done.set()
 
     threading.Thread(target=controller, daemon=True).start()
     rec = record(run)
     hostside_launcher.wait_for_release({"run_dir": str(run), "ready_timeout": 60}, rec)
     assert done.is_set() and rec.data["released_at"] >= rec.data["release_at"] - 0.01
+    assert clock[0] > 3 * lease.CONTROLLER_LEASE_TTL
 
 
 def shell_release(run_dir: str, delay: float) -> dict:

@@ -12,8 +12,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes import launch_plan
+
 from orchestrator.launch.driver import monitor
-from orchestrator.launch.plan import LaunchPlan, ProcessPlan, Target
+from orchestrator.launch.plan import LaunchPlan
 from orchestrator.launch.timing import LaunchTiming
 from orchestrator.transport import Result
 
@@ -98,32 +100,7 @@ class ScriptedTransport:
 
 
 def plan() -> LaunchPlan:
-    procs = tuple(
-        ProcessPlan(process_id=i, worker=w, index=i, address=f"10.0.0.{i}", python="py", run_dir=f"/r/{w}", env={})
-        for i, w in enumerate(WORKERS)
-    )
-    return LaunchPlan(
-        run_id="r",
-        name=None,
-        lane="cpu",
-        slice="s",
-        bundle="b",
-        platform="cpu",
-        profile=None,
-        distributions=(),
-        frontends=(),
-        contract=(),
-        target=Target("script", "t.py", None, ()),
-        workdir=None,
-        coordinator_address="10.0.0.0",
-        coordinator_port=20000,
-        master_port=20001,
-        port_given=False,
-        timeout=None,
-        forbid=(),
-        cache={},
-        processes=procs,
-    )
+    return launch_plan(WORKERS)
 
 
 def watch(transport: ScriptedTransport, lost_after: float = 30) -> tuple[Any, dict[str, list[str]], list[str]]:
