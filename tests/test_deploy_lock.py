@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -265,19 +266,23 @@ def test_heartbeat_after_unlock_does_not_bring_the_lock_back(tmp_path):
 # -- keeping it fresh ---------------------------------------------------------
 
 
-def test_a_watcher_calls_lost_once_the_controller_stops_renewing_and_not_while_it_renews(tmp_path):
+def test_a_watcher_calls_lost_once_the_controller_stops_renewing_and_not_while_it_renews(tmp_path, monkeypatch):
+    # While the controller renews, the watcher judges on a clock that moves only with the renewals:
+    # two ttls of them pass on it however slowly this machine schedules the two threads (a real
+    # clock made the test depend on each 0.1 s sleep ending within the 0.5 s ttl).
+    clock = [0.0]
+    monkeypatch.setattr(lease, "Observer", functools.partial(lease.Observer, clock=lambda: clock[0]))
     hold(tmp_path, OURS, 1000.0)
     lost: list[str] = []
     stop = lease.watch(
-        str(lock_path(tmp_path)), hd.LOCK_FIELDS, OURS["token"], ttl=0.5, every=0.05, on_lost=lost.append
+        str(lock_path(tmp_path)), hd.LOCK_FIELDS, OURS["token"], ttl=0.5, every=0.01, on_lost=lost.append
     )
-    renewed_until = time.monotonic() + 1.0
-    beat = 1000.0
-    while time.monotonic() < renewed_until:  # the controller renews: never lost
-        beat += 1
-        hold(tmp_path, OURS, beat)
-        time.sleep(0.1)
+    for beat in range(1001, 1011):  # the controller renews: never lost
+        hold(tmp_path, OURS, float(beat))
+        time.sleep(0.02)
+        clock[0] += 0.1
     assert lost == []
+    clock[0] += 0.6  # then a ttl without a renewal
     wait_for(lambda: lost, 10, "the watcher to give up on a silent controller")
     stop.set()
     assert "was not renewed" in lost[0] and len(lost) == 1
