@@ -27,6 +27,9 @@ their entries:
   table; scored once as the held-back part (BLIND_6_HELD_SCORE), then folded
   into tune. Its entries from other stacks, set aside before scoring, stay in
   blind-6-offstack.yaml (see OFFSTACK) and are never counted.
+- tests/data/diagnosis/blind-7.yaml: the seventh set collected blind to the
+  table; scored once as the held-back part (BLIND_7_HELD_SCORE), then folded
+  into tune. Its entry from another stack stays in blind-7-offstack.yaml.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -62,7 +65,9 @@ BLIND_3_PATH = DATA_DIR / "blind-3.yaml"  # tune: the third blind set, scored on
 BLIND_4_PATH = DATA_DIR / "blind-4.yaml"  # tune: the fourth blind set, scored once as held back
 BLIND_5_PATH = DATA_DIR / "blind-5.yaml"  # tune: the fifth blind set, scored once as held back
 BLIND_6_PATH = DATA_DIR / "blind-6.yaml"  # tune: the sixth blind set, scored once as held back
-TUNE_PATHS = (CORPUS_PATH, BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH)
+BLIND_7_PATH = DATA_DIR / "blind-7.yaml"  # tune: the seventh blind set, scored once as held back
+BLIND_PATHS = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH, BLIND_7_PATH)
+TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -80,6 +85,7 @@ OFFSTACK: dict[Path, Offstack] = {
     BLIND_6_PATH: Offstack(
         DATA_DIR / "blind-6-offstack.yaml", "a GPU spot VM, another accelerator's fork of torch_xla", (2, 0, 2, 0)
     ),
+    BLIND_7_PATH: Offstack(DATA_DIR / "blind-7-offstack.yaml", "another accelerator's PyTorch build", (1, 0, 1, 0)),
 }
 # How each blind set scored the one time it was the held-back part, before it was tuned on:
 # layer -> (entries, right, unknown, wrong).
@@ -154,6 +160,18 @@ BLIND_6_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (1, 0, 1, 0),
     "other": (2, 2, 0, 0),
 }
+BLIND_7_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (8, 5, 3, 0),
+    "device-ownership": (3, 1, 1, 1),
+    "runtime-proof": (2, 1, 1, 0),
+    "bundle-skew": (11, 6, 3, 2),
+    "cache": (1, 0, 1, 0),
+    "memory": (4, 1, 3, 0),
+    "collective": (3, 2, 1, 0),
+    "disk": (4, 4, 0, 0),
+    "hardware": (1, 0, 1, 0),
+    "other": (3, 2, 0, 1),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -162,6 +180,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_4_PATH, BLIND_4_HELD_SCORE),
     (BLIND_5_PATH, BLIND_5_HELD_SCORE),
     (BLIND_6_PATH, BLIND_6_HELD_SCORE),
+    (BLIND_7_PATH, BLIND_7_HELD_SCORE),
 )
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
@@ -387,7 +406,7 @@ def corpus_markdown(
     sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in corpus_entries})
     corpus_file, held_file = _rel(CORPUS_PATH), _rel(held_path)
     tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
-    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
+    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh")
     blind_lines: list[str] = []
     blind_tables: list[str] = []
     for i, (path, held_score) in enumerate(BLIND_SCORES):

@@ -8,7 +8,7 @@ another one failed first (a peer's heartbeat stopped, the gang was torn down);
 `orch diagnose RUN` uses that to find the worker that failed first.
 
 The signatures live by layer, in order: diagnose_table_reach.py (transport,
-device-ownership), diagnose_table_runtime.py (runtime-proof, bundle-skew),
+device-ownership), diagnose_table_runtime.py (runtime-proof), diagnose_table_bundle.py (bundle-skew),
 diagnose_table_resources.py (cache, memory), diagnose_table_gang.py
 (collective) and diagnose_table_host.py (disk, hardware, other); this module
 gathers them into `SIGNATURES`. The order only breaks a tie between two
@@ -24,6 +24,7 @@ resolution names, put it in that layer's module, and add a corpus entry
 from __future__ import annotations
 
 from orchestrator.diagnose_sig import Signature
+from orchestrator.diagnose_table_bundle import BUNDLE_SIGNATURES
 from orchestrator.diagnose_table_gang import GANG_SIGNATURES
 from orchestrator.diagnose_table_host import HOST_SIGNATURES
 from orchestrator.diagnose_table_reach import REACH_SIGNATURES
@@ -117,6 +118,7 @@ MAX_LINE_SEARCH = 20_000
 SIGNATURES: tuple[Signature, ...] = (
     *REACH_SIGNATURES,
     *RUNTIME_SIGNATURES,
+    *BUNDLE_SIGNATURES,
     *RESOURCE_SIGNATURES,
     *GANG_SIGNATURES,
     *HOST_SIGNATURES,

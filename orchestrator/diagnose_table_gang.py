@@ -99,7 +99,7 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "torch-store-barrier-timeout",
         "collective",
         60,
-        r"Timed out initializing process group in store based barrier on rank"
+        r"[Tt]imed out initializing process group in store based barrier on rank"
         # TCPStore's connect timeout before it was a DistNetworkError
         r"|connect\(\) timed out\. Original timeout was \d+ ms",
         "Not every rank joined the process group in time: a worker did not start, failed first or "

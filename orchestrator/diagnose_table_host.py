@@ -224,4 +224,17 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/skypilot-org/skypilot/issues/1468",
         "state: PREEMPTED",
     ),
+    sig(
+        "gevent-loop-exit",
+        "other",
+        75,
+        # gevent's hub with nothing left to wait for: modules imported before monkey-patching, or
+        # threads mixed with greenlets (ParallelSSH/parallel-ssh#87); it wins over the SSH error around it
+        r"This operation would block forever",
+        "gevent's hub had nothing left to wait for: the program imported modules before gevent's "
+        "monkey-patching or mixed threads with greenlets (parallel-ssh); import gevent-based tools first.",
+        "https://github.com/ParallelSSH/parallel-ssh/issues/87",
+        "pssh.exceptions.SSHException: (\"General SSH error - Error reading SSH protocol banner('This operation "
+        "would block forever', <Hub at 0x10ab517d0 select pending=0 ref=0>)\", 'nononanananoka.com', 22)",
+    ),
 )

@@ -37,7 +37,8 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         r"|AuthenticationException: Authentication failed"
         r"|paramiko\.transport\W{0,3}(?:[A-Z]+ )?Authentication \([\w-]+\) failed"
         # the same refusal seen from the key's side, or after too many keys were offered
-        r"|Too many authentication failures|sign_and_send_pubkey: no mutual signature supported"
+        r"|Too many authentication failures"
+        r"|(sign_and_send_pubkey|send_pubkey_test): no mutual signature (supported|algorithm)"
         r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
         # paramiko's refusal of a key with a passphrase, also as Ansible reworded it (ansible/ansible#446)
         r"|(PasswordRequiredException|FAILED): [Pp]rivate key file is encrypted|SSHException: No existing session"
@@ -130,7 +131,9 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         60,
         r"connect to host \S+ port \d+: (Connection|Operation) timed out"
         r"|connect to \S+ timed out after [\d.]+s|no SSH banner from \S+ within"
-        r"|dial tcp \S*:22: (i/o timeout|connect: no route to host)",
+        r"|dial tcp \S*:22: (i/o timeout|connect: no route to host)"
+        # the same timeout reported without ssh's own prefix (aws/aws-cli#4189)
+        r"|\bport 22: (Connection|Operation) timed out",
         "The worker did not answer within the timeout: it is down, paused, overloaded or firewalled; "
         "check it from its console or cloud status and re-test with `orch exec -- true`.",
         "https://github.com/googledatalab/datalab/issues/2116",
@@ -176,7 +179,9 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "ssh-kex-closed",
         "transport",
         60,
-        r"(kex|ssh)_exchange_identification: (Connection closed by remote host|read: Connection reset by peer)",
+        r"(kex|ssh)_exchange_identification: (Connection closed by remote host|read: Connection reset by peer)"
+        # the worker's own sshd log of that refusal (openssh-portable sshd.c; scylladb/scylla-cluster-tests#2005)
+        r"|drop connection #\d+ from \S+ on \S+ past MaxStartups",
         "The worker closed the connection before the key exchange: sshd refused it (MaxStartups, "
         "firewall, IAP/bastion rules, a tunnel that cannot reach port 22); check the path and sshd's log.",
         "https://github.com/pytorch/xla/issues/2665",
@@ -303,7 +308,8 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "libtpu-already-in-use",
         "device-ownership",
         90,
-        r"libtpu\.so already in used? by another process",
+        # newer libtpu names the holder's pid (jax-ml/jax#11146)
+        r"libtpu\.so (is )?already in used? by (another process|process with pid \d+)",
         "Another process has libtpu loaded on this host: find it (`sudo lsof -w /dev/accel0`) and stop "
         "it if it is an orphan; this process silently runs without the TPU otherwise.",
         "https://github.com/jax-ml/jax/issues/10192",

@@ -147,7 +147,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "memory",
         85,
         r"[Oo]ut of memory: Killed process \d+|^\S.*Killed process \d+ \(.*\) total-vm:|oom-kill:constraint="
-        r"|Memory cgroup out of memory|Out of memory: Kill process \d+ \(.*\) score \d+|invoked oom-killer: gfp_mask=",
+        r"|Memory cgroup out of memory|Out of memory: Kill process \d+ \(.*\) score \d+|invoked oom-killer: gfp_mask="
+        # the same kill as a container runtime reports it (Kubernetes' OOMKilled; marin-community/marin#6774)
+        r"|\bOOMKilled\b|[Cc]ontainer was OOM killed",
         "The kernel's OOM killer ended the process (host RAM, not HBM): lower host-side memory (data "
         "loading, checkpoint staging, number of processes per host).",
         "https://github.com/pcyin/tranX/issues/41",
@@ -315,5 +317,18 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/jax-ml/jax/issues/12583",
         '"message": "The rate of change requests to the object [...] exceeds the rate limit. Please reduce the '
         'rate of create, update, and delete requests.",',
+    ),
+    sig(
+        "vllm-kv-cache-too-small",
+        "memory",
+        70,
+        # vLLM (GPU and TPU) sizing its KV cache from the device memory left after the weights
+        r"KV cache is needed, which is larger than the available KV cache memory"
+        r"|No available memory for the cache blocks",
+        "The device memory left after the model's weights cannot hold the KV cache for the maximum "
+        "sequence length: lower max_model_len, raise the memory fraction, or shard over more chips.",
+        "https://github.com/vllm-project/tpu-inference/pull/223",
+        "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV "
+        "cache is needed, which is larger than the available KV cache memory (0.71 GiB).",
     ),
 )

@@ -20,6 +20,7 @@ from orchestrator.diagnose_corpus import (
     BLIND_4_PATH,
     BLIND_5_PATH,
     BLIND_6_PATH,
+    BLIND_7_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -959,6 +960,43 @@ CLASS_VARIANTS = [
         "tf-cloud-write-tempfile-failed",
         "tensorflow.python.framework.errors_impl.InternalError: Could not append to the internal temporary file.",
     ),
+    # the seventh blind set's classes, each in another thread's or release's words
+    (
+        "libtpu-already-in-use",
+        "I0000 00:00:1656090003.394494 1333717 tpu_initializer_helper.cc:116] libtpu.so is already in use by "
+        "process with pid 1332169.",
+    ),
+    ("ssh-permission-denied", "debug1: send_pubkey_test: no mutual signature algorithm"),
+    ("ssh-permission-denied", "sign_and_send_pubkey: no mutual signature supported"),
+    ("ssh-connection-timed-out", "> response : port 22: Operation timed out"),
+    ("ssh-connection-timed-out", "ssh: connect to host example.com port 22: Operation timed out"),
+    (
+        "ssh-kex-closed",
+        "Mar  6 06:31:31 ip-172-31-35-28 sshd[620]: drop connection #10 from [65.2.161.68]:46482 on "
+        "[172.31.35.28]:22 past MaxStartups",
+    ),
+    ("torch-store-barrier-timeout", "timed out initializing process group in store based barrier on rank"),
+    (
+        "wheel-inconsistent-version",
+        "Discarding https://example.org/libtpu_nightly-0.1.dev20240726%2Bnightly-py3-none-any.whl: Requested "
+        "libtpu-nightly==0.1.dev20240726 has inconsistent version: filename has '0.1.dev20240726+nightly', but "
+        "metadata has '0.1.dev20240726+default'",
+    ),
+    ("python-too-old-for-package", "ERROR: Package 'secretzero' requires a different Python: 3.8.0 not in '>=3.9'"),
+    ("python-too-old-for-package", "ERROR: JAX requires Python 3.9 or newer, found  (3, 8)"),
+    ("python-syntax-newer-than-interpreter", "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'"),
+    ("torch-xla-unknown-pjrt-device", "Unknown PJRT_DEVICE 'CUDA'"),
+    (
+        "host-oom-killer",
+        "12:22:38  Container was OOM killed by the kernel   (exit 137, rank-5/6 first, cosched siblings cascade)",
+    ),
+    ("host-oom-killer", "      Reason:       OOMKilled"),
+    (
+        "vllm-kv-cache-too-small",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.",
+    ),
+    ("gevent-loop-exit", "gevent.hub.LoopExit: This operation would block forever"),
 ]
 
 
@@ -1116,7 +1154,8 @@ NOT_THE_CLASS = [
     ('  File "/usr/lib/python3/site-packages/matplotlib/_api/deprecation.py", line 300, in __getattr__', None),
     ("Requirement already satisfied: jax>=0.4.1 in /usr/local/lib/python3.10/dist-packages (from flax)", None),
     ("Requires-Dist: jax>=0.4.27", None),
-    ("ERROR: Package 'flax' requires a different Python: 3.8.10 not in '>=3.9'", None),
+    # pip's refusal to install a package on this Python is a failure (the install stops), not metadata
+    ("ERROR: Package 'flax' requires a different Python: 3.8.10 not in '>=3.9'", "python-too-old-for-package"),
     ("run_options = tf.RunOptions(report_tensor_allocations_upon_oom=True)", None),
     ("Pinned memory pool is created at '0x7f2a40000000' with size 268435456", None),
     ("5816 16:06:08 238 Failed none for invalid user Administrator from 10.73.78.42 port 51735 ssh2", None),
@@ -1180,6 +1219,12 @@ NOT_THE_CLASS = [
     ("Missed too many heartbeats. Disconnecting", None),
     ("ValueError: Cannot replicate across 2 replicas because only 1 local devices are available.", None),
     ("Could not append to file /tmp/log.txt", None),
+    ("connect to 10.0.0.2 port 8476: Operation timed out", None),  # not SSH's port
+    ("Mar  6 06:31:31 host sshd[620]: error: beginning MaxStartups throttling", None),  # throttling, no drop yet
+    ("TypeError: unsupported operand type(s) for |: 'int' and 'str'", None),  # a program's own bug
+    ("PJRT_DEVICE=TPU python train.py", None),
+    ("INFO 07-01 12:00:00 GPU KV cache size: 99,120 tokens", None),
+    ("python_requires='>=3.9'", None),
 ]
 
 
@@ -1381,12 +1426,13 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    blind = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH)
+    blind = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH, BLIND_7_PATH)
     order = [CORPUS_PATH.name, *(p.name for p in blind)]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
+    assert files.count(BLIND_7_PATH.name) == 40
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1463,7 +1509,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.925 and tune.total.wrong <= 7, tune.total
+    assert tune.total.accuracy >= 0.92 and tune.total.wrong <= 10, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1476,6 +1522,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.91 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_6_PATH), "tune")  # 54.4 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.85 and blind.total.wrong == 0, blind.total
+    blind = score(load_corpus(BLIND_7_PATH), "tune")  # 55.0 % right, 4 wrong when it was held back
+    assert blind.total.accuracy >= 0.85 and blind.total.wrong <= 3, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1505,6 +1553,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-4.yaml",
         "blind-5.yaml",
         "blind-6.yaml",
+        "blind-7.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1512,6 +1561,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-4.yaml"]["entries"] == 66
     assert doc["tune"]["per_file"]["blind-5.yaml"]["entries"] == 61
     assert doc["tune"]["per_file"]["blind-6.yaml"]["entries"] == 57
+    assert doc["tune"]["per_file"]["blind-7.yaml"]["entries"] == 40
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 

@@ -1,0 +1,311 @@
+"""Signatures of installed frontends and runtime that do not belong together: the bundle-skew layer.
+
+Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
+"""
+
+from __future__ import annotations
+
+from orchestrator.diagnose_sig import Signature, sig
+
+BUNDLE_SIGNATURES: tuple[Signature, ...] = (
+    # -------------------------------------------------------------- bundle-skew
+    sig(
+        "torch-xla-undefined-symbol",
+        "bundle-skew",
+        95,
+        r"_XLAC\S*\.so: undefined symbol",
+        "torch_xla was built against a different torch: install the exact torch build the bundle pins "
+        "for this torch_xla (same version and build, e.g. both +cpu or both from one nightly).",
+        "https://github.com/pytorch/xla/issues/8813",
+        "ImportError: /workspaces/xla_workspace/pytorch/xla/_XLAC.cpython-310-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN5torch4lazy13MetricFnValueEd",
+    ),
+    sig(
+        "jax-jaxlib-version-skew",
+        "bundle-skew",
+        95,
+        # Both directions of the check jax runs at import; newer releases wrap the first after "jax".
+        r"jaxlib is version \S+, but this version of jax\b|jaxlib version \S+ is newer than and incompatible with jax",
+        "jax and jaxlib come from different releases: install the pair the bundle pins.",
+        "https://github.com/jax-ml/jax/issues/15876",
+        "Windows RuntimeError: jaxlib is version 0.3.25, but this version of jax requires version >= 0.4.7.",
+    ),
+    sig(
+        "pjrt-plugin-abi-mismatch",
+        "bundle-skew",
+        95,
+        # older releases name the whole API table (PJRT_Api), newer ones the argument struct
+        r"Unexpected (?:PJRT_Api|\w+_Args) size: expected \d+, got \d+"
+        r"|The plugin is likely built with a (later|earlier) version than the framework",
+        "Frontend and libtpu disagree on the PJRT C API (struct sizes): use the libtpu validated with "
+        "this torch_xla/jax; they move together as one bundle.",
+        "https://github.com/vllm-project/tpu-inference/pull/1109",
+        "F1114 22:32:47.676167 1232387 pjrt_c_api_helpers.cc:258] Unexpected error status Unexpected "
+        "PJRT_Plugin_Attributes_Args size: expected 32, got 24. The plugin is likely built with a later "
+        "version than the framework. This plugin is built with PJRT API version 0.75.",
+    ),
+    sig(
+        "libtpu-wheel-without-library",
+        "bundle-skew",
+        # Above libtpu-open-failed: the path is inside an installed libtpu package, so libtpu is
+        # not missing; the installed wheel lacks the library this jax looks for (another release).
+        80,
+        r"Failed to open \S*[/\\](site|dist)-packages[/\\]libtpu\w*[/\\]\S*libtpu\.so: .*"
+        r"(cannot open shared object file|No such file)",
+        "An installed libtpu package lacks the libtpu.so this jax loads (the jax[tpu] pin resolved a "
+        "libtpu release of another layout): install the libtpu release the bundle validates with this jax.",
+        "https://github.com/jax-ml/jax/issues/24987",
+        "RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to open /home/XXXXX/.local/lib/"
+        "python3.10/site-packages/libtpu/libtpu.so: /home/XXXXX/.local/lib/python3.10/site-packages/libtpu/"
+        "libtpu.so: cannot open shared object file: No such file or directory",
+    ),
+    sig(
+        "libtpu-missing-symbol",
+        "bundle-skew",
+        80,
+        r"\w+ not available in this library\.",
+        "The loaded libtpu lacks a function this frontend needs: another framework's libtpu was loaded "
+        "(TPU_LIBRARY_PATH, import order) or the wrong version is installed; use the bundle's libtpu.",
+        "https://github.com/pytorch/xla/issues/3786",
+        "2022-07-29 03:05:56.772945: F ./tensorflow/core/tpu/tpu_library_init_fns.inc:100] "
+        "TpuEmbeddingEngine_CollateMemory not available in this library.",
+    ),
+    sig(
+        "pip-dependency-conflict",
+        "bundle-skew",
+        70,
+        r"\S+ \S+ requires \S+, but you have \S+ \S+ which is incompatible",
+        "The installed set violates a wheel's own requirements: lock and install the bundle as one set "
+        "instead of adding packages to an existing environment.",
+        "https://github.com/tenstorrent/tt-forge/issues/806",
+        "pjrt-plugin-tt 0.8.0.dev20260112 requires torch==2.7.1, but you have torch 2.7.0 which is incompatible.",
+    ),
+    sig(
+        "frontend-module-missing",
+        "bundle-skew",
+        70,
+        r"No module named '(torch_xla|torch_tpu|torch|jax|jaxlib|libtpu|flax|optax|orbax)\b[\w.]*'",
+        "A frontend (or a version-gated part of one) is not in this environment: check the lane's "
+        "bundle includes it at a version that has the module.",
+        "https://github.com/AI-Hypercomputer/torchprime/issues/259",
+        "Error importing relative module: No module named 'torch_xla.experimental.splash_attention'",
+    ),
+    sig(
+        "pjrt-api-version-mismatch",
+        "bundle-skew",
+        95,
+        r"Mismatched PJRT plugin PJRT API version"
+        # a Pallas/Mosaic kernel serialised by jax at an IR version the installed libtpu cannot read
+        r"|Failed to deserialize the Mosaic module: .*Unsupported version",
+        "The PJRT plugin (libtpu or another backend) speaks another API or IR version than the framework "
+        "(PJRT API, Mosaic kernels): install the plugin validated with this jax/torch_xla; they move "
+        "together as one bundle.",
+        "https://github.com/pytorch/xla/issues/6949",
+        "F0000 00:00:1713630999.125092  494916 pjrt_computation_client.cc:158] Non-OK-status: tpu_status "
+        "status: INVALID_ARGUMENT: Mismatched PJRT plugin PJRT API version (0.47) and framework PJRT API "
+        "version 0.40).",
+    ),
+    sig(
+        "pip-pin-unavailable",
+        "bundle-skew",
+        70,
+        r"(Could not find a version that satisfies the requirement|No matching distribution found for) "
+        r"(jax|jaxlib|libtpu|torch|torch[_-]xla|flax)\b",
+        "A pinned frontend or runtime wheel is not on the index any more: the bundle must be rebuilt "
+        "from versions that exist (and are validated together), not patched one wheel at a time.",
+        "https://github.com/huggingface/diffusers/issues/8315",
+        "ERROR: No matching distribution found for jaxlib==0.3.25",
+    ),
+    sig(
+        "wheel-inconsistent-version",
+        "bundle-skew",
+        70,
+        # pip >= 22 words it as the filename against the metadata (pytorch/xla#7785)
+        r"has inconsistent version: (expected|filename has) '[^']+', but metadata has",
+        "pip refused a wheel of the bundle whose metadata disagrees with its name: pin a libtpu/jax "
+        "release whose wheels are consistent, for the whole bundle.",
+        "https://github.com/jax-ml/jax/issues/22793",
+        "Discarding https://storage.googleapis.com/libtpu-nightly-releases/wheels/libtpu-nightly/"
+        "libtpu_nightly-0.1.dev20240729%2Bnightly-py3-none-any.whl (from https://storage.googleapis.com/"
+        "jax-releases/libtpu_releases.html): Requested libtpu-nightly==0.1.dev20240729 from "
+        "https://storage.googleapis.com/libtpu-nightly-releases/wheels/libtpu-nightly/libtpu_nightly-0.1."
+        "dev20240729%2Bnightly-py3-none-any.whl (from jax==0.4.31) has inconsistent version: expected "
+        "'0.1.dev20240729+nightly', but metadata has '0.1.dev20240729+default'",
+    ),
+    sig(
+        "numpy-abi-mismatch",
+        "bundle-skew",
+        60,
+        r"A module that was compiled using NumPy 1\.x cannot be run in"
+        r"|module compiled against (API|ABI) version \S+ but this version of numpy is"
+        # the same ABI break as older wheels report it
+        r"|numpy\.dtype size changed, may indicate binary incompatibility|numpy\.core\.multiarray failed to import",
+        "A compiled wheel (jaxlib, torch, ...) was built for another NumPy major: pin numpy with the "
+        "bundle instead of letting an unrelated install upgrade it.",
+        "https://github.com/jupyter/notebook/issues/7522",
+        "A module that was compiled using NumPy 1.x cannot be run in",
+    ),
+    sig(
+        "native-extension-mismatch",
+        "bundle-skew",
+        # Below the torch_xla-specific one: any compiled extension that misses a symbol of the
+        # library it was built against (jaxlib against absl, torchvision against torch), or a
+        # torch/XLA extension whose companion library is not installed beside it.
+        55,
+        r"\.so(\.[\w.]+)?: undefined symbol: \w+"
+        r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file"
+        # a wheel built against a newer C or C++ runtime than the host's (glibc, libstdc++)
+        r"|version [`'\u2018]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+['\u2019]? not found \(required by",
+        "A compiled extension was built against another version of a library it loads: install the "
+        "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
+        "https://github.com/conda-forge/jaxlib-feedstock/issues/139",
+        "E   ImportError: /home/runner/micromamba-root/envs/jaxbug-test/lib/python3.10/site-packages/jaxlib/"
+        "xla_extension.so: undefined symbol: _ZN4absl12lts_202206235MutexD1Ev",
+    ),
+    sig(
+        "frontend-name-missing",
+        "bundle-skew",
+        65,
+        r"cannot import name '\w+' from '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b",
+        "A library was installed for another jax/torch_xla release than the one present (flax, optax "
+        "and friends move with jax): install the versions the bundle pins together.",
+        "https://github.com/jax-ml/jax/issues/17508",
+        "ImportError: cannot import name 'ShapedArray' from 'jax' (/usr/local/lib/python3.10/dist-packages/"
+        "jax/__init__.py)",
+    ),
+    sig(
+        "frontend-attribute-missing",
+        "bundle-skew",
+        65,
+        r"(AttributeError(: |\(\"?)|^\W*)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no "
+        r"attribute"
+        # jax's config object lost its define_*_state API (jax 0.4.25) under an older flax/orbax/chex
+        r"|'Config' object has no attribute 'define_\w+_state'"
+        # the TPU backend failing on it (JAX also probes the GPU plugins at INFO level, harmlessly)
+        r"|Unable to initialize backend 'tpu': module '(jax|jaxlib|libtpu)\b[\w.]*' has no attribute",
+        "A jax/torch_xla module lacks a name another installed package (or jax itself) expects: the "
+        "versions do not belong together; install the set the bundle pins.",
+        "https://github.com/blackjax-devs/blackjax/issues/787",
+        "AttributeError: module 'jax.core' has no attribute 'Shape'",
+    ),
+    sig(
+        "jax-removed-api-frame",
+        "bundle-skew",
+        60,
+        # jax raises AttributeError for a removed (or accelerated-deprecation) name from its module
+        # __getattr__ in deprecations.py: the frame alone shows a caller written for another jax, even
+        # when the exception line is cut off; plain and IPython traceback forms
+        r"jax[/\\]_src[/\\]deprecations\.py(\", line |:)\d+, in (\w+\.<locals>\.)?(getattr|__getattr__)\b"
+        # the message jax raises there (or for a removed argument), naming the release that removed it
+        r"|\bjax[\w.]* (was|were|has been) removed in JAX v?\d+\.\d+|\bargument to jnp\.\w+ was removed in JAX v?\d",
+        "A library calls a jax API the installed jax removed: install the library release made for this "
+        "jax, or the jax it was made for, as one bundle.",
+        "https://github.com/jax-ml/jax/issues/22990",
+        '  File "/usr/local/lib/python3.10/dist-packages/jax/_src/deprecations.py", line 54, in getattr',
+    ),
+    sig(
+        "library-needs-newer-frontend",
+        "bundle-skew",
+        60,
+        # a library's own version gate naming the jax/torch_xla release it needs (Lightning, mpi4jax,
+        # SCICO word it so); pip's "Requires-Dist:" and "Requirement already satisfied" are not failures
+        r"\b(requires?|only supported with|needs) `?(torch[-_]xla|jax|jaxlib|libtpu(-nightly)?|flax|optax"
+        r"|orbax(-checkpoint)?) ?>= ?v?\d",
+        "A library needs a newer jax/torch_xla than the one installed: install the library release made "
+        "for the bundle's frontend, or move the whole bundle forward; never upgrade the frontend alone.",
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/12417",
+        "MisconfigurationException: `XLAProfiler` is only supported with `torch-xla >= 1.8`",
+    ),
+    sig(
+        "libtpu-unknown-flag",
+        "bundle-skew",
+        60,
+        # libtpu parses the flags the framework passes it (LIBTPU_INIT_ARGS, torch_xla's defaults) and
+        # stops at one its release does not define: the framework is of another release than libtpu
+        r"Unknown command line flag '(xla|tpu|megascale|libtpu)_\w+'",
+        "libtpu does not know a flag the framework passes it: torch_xla/jax and libtpu are of different "
+        "releases; install the matching set (the bundle's lock), or drop the flag from LIBTPU_INIT_ARGS.",
+        "https://github.com/pytorch/xla/issues/6990",
+        "ERROR: Unknown command line flag 'xla_latency_hiding_scheduler_rerun'",
+    ),
+    sig(
+        "xrt-op-not-registered",
+        "bundle-skew",
+        65,
+        # torch_xla's XRT client asks the TPU runtime for an op its (older) release lacks
+        r"Op type not registered 'XRT\w+' in binary running on",
+        "The TPU runtime is of an older release than the torch_xla client (an XRT op is missing): "
+        "recreate the TPU with the runtime version matching torch_xla, or install the matching torch_xla.",
+        "https://github.com/pytorch/xla/issues/659",
+        "(Not found: Op type not registered 'XRTAllocateFromTensor' in binary running on n-a66176ae-w-0. "
+        "Make sure the Op and Kernel are registered in the binary running in this process.",
+    ),
+    sig(
+        "jaxlib-tpu-client-object-skew",
+        "bundle-skew",
+        75,
+        # the pre-PJRT TPU client's buffer lacking an attribute a newer library reads
+        r"'jaxlib\.tpu_client_extension\.\w+' object has no attribute",
+        "A library (flax, optax...) expects a newer jax/jaxlib than installed: install the versions the "
+        "bundle pins together.",
+        "https://github.com/google/flax/issues/1583",
+        "AttributeError: 'jaxlib.tpu_client_extension.PyTpuBuffer' object has no attribute 'dtype'",
+    ),
+    sig(
+        "library-needs-jax-array",
+        "bundle-skew",
+        75,
+        r"Please enable `jax\.Array` to use this feature",
+        "A library was built for a newer jax (jax.Array on by default) than installed: install the jax "
+        "the bundle pins with it.",
+        "https://github.com/jax-ml/jax/issues/14544",
+        "ValueError: in_shardings and out_shardings should not be the unspecified singleton value. Please "
+        "enable `jax.Array` to use this feature.",
+    ),
+    sig(
+        "pallas-libtpu-too-old",
+        "bundle-skew",
+        85,
+        r"Pallas TPU requires a libTPU version that's at most",
+        "jax is newer than the installed libtpu (Pallas checks the libtpu build date): install the libtpu "
+        "released with this jax.",
+        "https://github.com/AI-Hypercomputer/maxtext/issues/1330",
+        "RuntimeError: Pallas TPU requires a libTPU version that's at most a month old",
+    ),
+    sig(
+        "jax-tpu-backend-module-skew",
+        "bundle-skew",
+        80,
+        # jax calling into a jaxlib or libtpu module of another release (jax-ml/jax#15273, #29989)
+        r"Unable to initialize backend 'tpu': module '(?:jaxlib\.\w+|libtpu)' has no attribute"
+        r"|cloud_tpu_init failed: AttributeError\(\"module 'libtpu' has no attribute",
+        "jax, jaxlib and libtpu come from different releases: install the set the bundle pins together.",
+        "https://github.com/jax-ml/jax/issues/15273",
+        "RuntimeError: Unable to initialize backend 'tpu': module 'jaxlib.xla_extension' has no attribute "
+        "'get_tpu_client' (set JAX_PLATFORMS='' to automatically choose an available backend)",
+    ),
+    sig(
+        "python-too-old-for-package",
+        "bundle-skew",
+        75,
+        # the package's own check, then pip's refusal of a wheel whose Requires-Python excludes this interpreter
+        r"\b\w+ requires Python \d+\.\d+ or (newer|later)|requires a different Python: [\d.]+ not in '",
+        "The bundle's Python is older than a package in it supports: pin the package release that still "
+        "supports this Python, or build the bundle on the Python the package requires.",
+        "https://github.com/jax-ml/jax/issues/16616",
+        "ERROR: JAX requires Python 3.9 or newer, found  (3, 8)",
+    ),
+    sig(
+        "python-syntax-newer-than-interpreter",
+        "bundle-skew",
+        45,
+        # PEP 604 annotations (`str | None`, Python 3.10) evaluated by an older interpreter at import
+        # (conda-forge/jax-feedstock#155)
+        r"TypeError: unsupported operand type\(s\) for \|: '(type|ABCMeta|_GenericAlias|typing\.\w+)' and "
+        r"'(NoneType|type|ABCMeta|_GenericAlias)'",
+        "An installed package uses syntax newer than the bundle's Python (`X | None` needs 3.10): pin a "
+        "release of it that supports this Python, or build the bundle on a newer one.",
+        "https://github.com/conda-forge/jax-feedstock/issues/155",
+        "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'",
+    ),
+)
