@@ -433,6 +433,8 @@ def corpus_markdown(
             *_table(held_rows(held_score)),
             "",
         ]
+    held_totals = [held_rows(score)[-1] for _, score in BLIND_SCORES]
+    held_n, held_right, held_wrong = (sum(t[i] for t in held_totals) for i in (1, 2, 4))
     out = [
         "## Real-log corpus and accuracy",
         "",
@@ -466,6 +468,14 @@ def corpus_markdown(
         f"The bar (`bench/diagnose.py` exits non-zero below it): held-back accuracy >= {MIN_HELD_ACCURACY:.0%},",
         f"and wrong answers <= {MAX_WRONG_RATE:.0%} in each part. Without the held-back file the full run",
         "exits non-zero saying so (`--smoke` prints the tune figures and exits 0).",
+        "",
+        f"**Every blind set, held back once.** Over the {len(BLIND_SCORES)} blind sets ({held_n} entries), each scored",
+        f"by the table it was held back from: {held_right / held_n:.1%} right, {held_wrong / held_n:.1%} wrong.",
+        "`bench/diagnose_history.py` re-runs those scorings from the repository's history (each set with",
+        "its table's commit) and reproduces their tables below, from the third set on (the first two",
+        "sets' excerpts were trimmed after their scoring); `--variant FILE` scores a general change",
+        "to the classifier (a rule, not a signature for an entry) with every one of those old tables, on",
+        "data none of them had seen.",
         "",
         *blind_tables,
     ]
