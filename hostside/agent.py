@@ -51,6 +51,10 @@ VERSION = 1
 HEADER = struct.Struct(">IBI")
 HELLO, STDOUT, STDERR, EXIT = 0, 1, 2, 3
 KILL_AFTER = 3.0  # seconds from TERM to KILL, as the sessions' `timeout -k 3`
+# `timeout` exits 124 when it ends a command (a command may exit 124 on its own): an exit 124 that
+# comes no sooner than the timeout after the start, less this much for clock granularity, is the
+# wrapper's, whichever of the two noticed the deadline first.
+TIMEOUT_SLACK = 0.1
 READ = 1 << 16
 WAKE = 0.5  # seconds: how often a job without a pidfd is looked at
 TIMEOUT = shutil.which("timeout")  # coreutils' timeout, when the worker has it
@@ -63,10 +67,14 @@ def send(kind: int, ident: int, data: bytes) -> None:
 
 
 class Job:
-    def __init__(self, ident: int, proc: subprocess.Popen[bytes], timeout: float | None) -> None:
+    def __init__(
+        self, ident: int, proc: subprocess.Popen[bytes], timeout: float | None, started: float, wrapped: bool
+    ) -> None:
         self.ident = ident
         self.proc = proc
         self.deadline = time.monotonic() + timeout if timeout else None
+        # when `timeout` (if `wrapped` in it) ends the command at the earliest: it started after `started`
+        self.wrapper_deadline = started + timeout if timeout and wrapped else None
         self.kill_at: float | None = None
         self.timed_out = False
         # fd -> (frame kind, the pipe's file object, which owns and closes the fd)
@@ -96,6 +104,9 @@ class Job:
             status = self.proc.poll()
             if status is not None:
                 self.code = status if status >= 0 else -1
+                at = self.wrapper_deadline
+                if status == 124 and at is not None and time.monotonic() + TIMEOUT_SLACK >= at:
+                    self.timed_out = True  # `timeout` saw the deadline before this agent did
 
     def finished(self) -> bool:
         return not self.streams and self.code is not None
@@ -118,6 +129,7 @@ class Agent:
         # Under `timeout -k` as well, as a session's command is: that bound holds even if this agent
         # is SIGKILLed and cannot end the command itself.
         wrapped = [TIMEOUT, "-k", f"{KILL_AFTER:g}", f"{float(timeout):g}", *argv] if timeout and TIMEOUT else argv
+        started = time.monotonic()
         try:
             proc = subprocess.Popen(
                 wrapped,
@@ -136,7 +148,7 @@ class Agent:
             send(STDERR, ident, f"{argv[0] if argv else ''}: {exc.strerror or exc}\n".encode())
             send(EXIT, ident, b'{"code": 126, "timed_out": false}')
             return
-        job = Job(ident, proc, float(timeout) if timeout else None)
+        job = Job(ident, proc, float(timeout) if timeout else None, started, wrapped is not argv)
         self.jobs[ident] = job
         for fd in job.streams:
             os.set_blocking(fd, False)

@@ -433,8 +433,8 @@ def corpus_markdown(
             *_table(held_rows(held_score)),
             "",
         ]
-    held_totals = [held_rows(score)[-1] for _, score in BLIND_SCORES]
-    held_n, held_right, held_wrong = (sum(t[i] for t in held_totals) for i in (1, 2, 4))
+    counts = [c for _, held_score in BLIND_SCORES for c in held_score.values()]
+    held_n, held_right, held_wrong = (sum(c[i] for c in counts) for i in (0, 1, 3))
     out = [
         "## Real-log corpus and accuracy",
         "",

@@ -12,10 +12,12 @@ import select
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from waiting import wait_for
 
+from hostside import agent as hostside_agent
 from orchestrator.transport import agent as client
 
 
@@ -154,6 +156,25 @@ def test_a_timeout_ends_the_commands_whole_process_group(agent):
     assert seen == [True], "both ran before the timeout"
     assert out is not None and out.timed_out
     wait_for(lambda: gone(child) and gone(command), 10, "the command and its child ended")
+
+
+@pytest.mark.parametrize(
+    ("ran_for", "timeout", "timed_out"),
+    [
+        (5.0, 1.0, True),  # `timeout` ended it at the deadline, before the agent's own look at the clock
+        (0.0, 30.0, False),  # the command's own exit 124, long before the deadline
+    ],
+)
+def test_an_exit_124_is_the_timeouts_only_when_it_comes_at_the_deadline(ran_for, timeout, timed_out):
+    proc = subprocess.Popen(["sh", "-c", "exit 124"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.wait()
+    job = hostside_agent.Job(7, proc, timeout, started=time.monotonic() - ran_for, wrapped=True)
+    job.reap()
+    assert job.code == 124 and job.timed_out is timed_out
+    for _, pipe in job.streams.values():
+        pipe.close()
+    if job.pidfd is not None:
+        os.close(job.pidfd)
 
 
 def test_a_command_that_ignores_term_is_killed_after_the_grace(agent):
