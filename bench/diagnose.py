@@ -14,7 +14,8 @@ is missing (then it says so and prints the tune figures only).
 --misses lists the tune part's misses only (the held-back part is read as
 totals, never entry by entry); --smoke prints just the totals and exits 0
 whatever they are, with or without the held-back file (it proves the benchmark
-runs; the bar is the full run's); --write-doc regenerates
+runs; the bar is the full run's); --write-doc rebuilds the word model
+(orchestrator/data/diagnose_words.json) from the tune part and regenerates
 docs/troubleshooting.md with the current numbers (without the held-back file
 it shows the tune figures and says the held-back ones come from the full run).
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from orchestrator import diagnose_words  # noqa: E402
 from orchestrator.diagnose import render_troubleshooting_markdown  # noqa: E402
 from orchestrator.diagnose_corpus import (  # noqa: E402
     HELDBACK_PATH,
@@ -44,6 +46,7 @@ from orchestrator.diagnose_corpus import (  # noqa: E402
     score,
     score_parts,
     table_rows,
+    words_model,
 )
 
 DOC_PATH = ROOT / "docs" / "troubleshooting.md"
@@ -133,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.write_doc:  # the word model first: the verdicts below use it
+        diagnose_words.MODEL_PATH.write_text(words_model(entries["tune"] or []).to_json())
+        diagnose_words.model.cache_clear()
+        print(f"wrote {diagnose_words.MODEL_PATH.relative_to(ROOT)}")
     parts = score_parts(entries)
     elapsed = time.perf_counter() - t0
     tune, held = parts["tune"], parts["held"]

@@ -52,7 +52,7 @@ CLASSIFY = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 if sys.argv[3]:
-    exec(compile(open(sys.argv[3]).read(), sys.argv[3], "exec"), {"__name__": "variant"})
+    exec(compile(open(sys.argv[3]).read(), sys.argv[3], "exec"), {"__name__": "variant", "__file__": sys.argv[3]})
 import yaml
 import orchestrator.diagnose as diagnose
 doc = yaml.safe_load(open(sys.argv[2]))

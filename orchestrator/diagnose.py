@@ -57,6 +57,13 @@ one, and at least one line shows a failure (a generic crash or status error at
 least); the same word repeated counts once, and a generic crash line counts for
 no layer, so a user's own bug stays "unknown" and a healthy log names nothing.
 
+Words that agree
+----------------
+Failing that, the log's words (orchestrator/diagnose_words.py, a naive Bayes over the words of
+the real-log corpus) may name the first candidate of the keyword hints, again with confidence
+"low": only when they point to that same layer with a posterior of at least
+diagnose_words.SURE. Neither alone decides; a log with no hint keyword stays "unknown".
+
 This module is pure: it classifies text that callers pass in and does no I/O.
 The table itself is data in orchestrator/diagnose_table.py. The probe and
 launch code reuse `SIGNATURES`, `classify`, `diagnose` and `layer_remedy`;
@@ -69,6 +76,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from orchestrator import diagnose_words
 from orchestrator.diagnose_table import (
     DEBUGGING_ORDER,
     LAYER_INFO,
@@ -167,9 +175,11 @@ class Verdict:
     layer: str  # one of LAYERS, or UNKNOWN
     finding: Finding | None  # the line that proves `layer` (for "unknown": the best weak match, if any)
     candidates: tuple[str, ...] = field(default=())  # closest layers first, only when unknown
-    # "high": a confident signature; "low": several weak signals agree (see the module docstring);
-    # "none": unknown.
+    # "high": a confident signature; "low": several weak signals agree, or the log's words agree with
+    # the first candidate (see the module docstring); "none": unknown.
     confidence: str = "high"
+    # for a "low" verdict, what it rests on: "signals" (weak signals agree) or "words"
+    basis: str = ""
 
     @property
     def known(self) -> bool:
@@ -196,6 +206,8 @@ class Verdict:
         doc["remedy"] = self.remedy
         doc["candidates"] = list(self.candidates)
         doc["confidence"] = self.confidence
+        if self.basis:
+            doc["basis"] = self.basis
         return doc
 
 
@@ -332,8 +344,20 @@ def verdict(text: str) -> Verdict:
     ranked = candidates(text, findings)
     lean = _lean(text, findings)
     if lean is not None:
-        return Verdict(layer=lean, finding=best, candidates=ranked, confidence="low")
+        return Verdict(layer=lean, finding=best, candidates=ranked, confidence="low", basis="signals")
+    worded = _worded(text, ranked)
+    if worded is not None:
+        return Verdict(layer=worded, finding=best, candidates=ranked, confidence="low", basis="words")
     return Verdict(layer=UNKNOWN, finding=best, candidates=ranked, confidence="none")
+
+
+def _worded(text: str, ranked: tuple[str, ...]) -> str | None:
+    """The hints' first candidate when the log's words point to it too, surely enough; else None."""
+    words = diagnose_words.model()
+    if not ranked or ranked[0] == "other" or words is None:
+        return None
+    posterior = words.posterior(text)
+    return ranked[0] if posterior.get(ranked[0], 0.0) >= diagnose_words.SURE else None
 
 
 def _md_cell(text: str) -> str:
@@ -381,8 +405,13 @@ def render_troubleshooting_markdown(corpus_section: str = "") -> str:
         '"unknown" with the closest layers, unless several distinct weak signals agree on one layer',
         f"(at least {LEAN_MIN_SIGNALS}: sub-confident messages and that layer's keywords, such as a coordinator,",
         "a barrier and a heartbeat, with no other layer having more than one): then it names that layer",
-        'with "low confidence" and the layer\'s default remedy. Words alone, without a failure line,',
-        "never name a layer.",
+        "with \"low confidence\" and the layer's default remedy. Failing that, the log's words may name",
+        "the closest layer, again with low confidence, when a naive Bayes over the words of the real-log",
+        f"corpus below gives that same layer a posterior of at least {diagnose_words.SURE:g}",
+        "(orchestrator/diagnose_words.py; `bench/diagnose_history.py --variant",
+        "bench/diagnose_variants/words.py` measures that rule on the blind sets, fitted only on what",
+        "came before each). Neither alone names a layer, and a worker's log with no failure line is",
+        "never counted as failed for it (`orch diagnose RUN`).",
         "",
         "## Layers",
         "",

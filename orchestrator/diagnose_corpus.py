@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 import yaml
 
+from orchestrator import diagnose_words
 from orchestrator.diagnose import LAYERS, UNKNOWN, Verdict, verdict
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnosis"
@@ -296,6 +297,11 @@ class Score:
     def few_wrong(self) -> bool:
         """The bar every part meets: confident wrong answers <= MAX_WRONG_RATE."""
         return self.total.wrong_rate <= MAX_WRONG_RATE
+
+
+def words_model(tune: Iterable[Entry]) -> diagnose_words.WordModel:
+    """The word model (orchestrator/diagnose_words.py) of the tune part's entries."""
+    return diagnose_words.build((e.layer, e.excerpt) for e in tune)
 
 
 def score(entries: Iterable[Entry], split: str) -> Score:

@@ -179,8 +179,8 @@ def diagnose_worker(run_dir: Path, worker: str) -> WorkerDiagnosis:
         status = "ok"
     elif ended_known:
         status = "failed"
-    elif v is not None and v.known:
-        status = "failed"  # no exit status gathered, but the log shows a failure
+    elif v is not None and v.known and v.finding is not None:
+        status = "failed"  # no exit status gathered, but a line of the log shows a failure
     else:
         status = "running"
     return WorkerDiagnosis(

@@ -57,3 +57,11 @@ def test_a_variant_runs_in_every_old_table_and_is_scored_beside_it(full_history,
     every = doc["variant"]["all"]
     assert every["entries"] == doc["as scored"]["all"]["entries"] and every["wrong"] == 0
     assert every["right"] < doc["as scored"]["all"]["right"]  # only the `other` entries are right now
+
+
+def test_the_word_rule_fitted_before_each_set_adds_right_answers_and_no_wrong_one(full_history):
+    doc = json.loads(history("--json", "--variant", str(REPO / "bench" / "diagnose_variants" / "words.py")).stdout)
+    for name in [*scored_with(), "all"]:
+        was, now = doc["as scored"][name], doc["variant"][name]
+        assert now["right"] >= was["right"] and now["wrong"] <= was["wrong"], name
+    assert doc["variant"]["all"]["right"] > doc["as scored"]["all"]["right"]

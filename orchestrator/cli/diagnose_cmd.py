@@ -95,7 +95,8 @@ def diagnose(path: str, as_json: bool, show_all: bool) -> None:
             click.echo(f"closest:   {', '.join(verdict.candidates)}")
         return
     if verdict.confidence == "low":
-        click.echo(f"layer:     {verdict.layer} (low confidence: several weak signals agree, no known message)")
+        why = "the log's words agree with its keywords" if verdict.basis == "words" else "several weak signals agree"
+        click.echo(f"layer:     {verdict.layer} (low confidence: {why}, no known message)")
     else:
         click.echo(f"layer:     {verdict.layer}")
     if not verdict.known:
