@@ -1,6 +1,6 @@
 """How the signature table generalised: each blind set scored by the table it was held back from.
 
-Each blind set (tests/data/diagnosis/blind-N.yaml) was scored once as the held-back part, with
+Each blind set folded into tune (tests/data/diagnosis/blind-N.yaml) was scored once as the held-back part, with
 the table of the commit named in `SCORED_WITH`, before anything was tuned on it. This benchmark
 re-runs those scorings from the repository's history (`git archive` of that commit's
 orchestrator/ into a temporary directory, classified in a fresh interpreter), so the figures
@@ -17,9 +17,6 @@ for the tables as they were, and with the variant beside them.
     .venv/bin/python bench/diagnose_history.py [--variant FILE] [--json]
 
 Needs the repository's history (a full clone); a shallow clone says which commit is missing.
-The sets scored before the first table that is still importable as a package (blind-1, blind-2)
-are not re-run: their excerpts were edited after their scoring, so their figures do not
-reproduce; the doc keeps their once-scored tables.
 """
 
 from __future__ import annotations
@@ -37,8 +34,11 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.diagnose_corpus import DATA_DIR, load_corpus  # noqa: E402
 
 # blind set -> the commit whose table scored it the one time it was held back (its file's header
-# names the same commit for the sets that record one; the others are the commit that added the set).
+# names the same commit for the sets that record one; for the others, the commit that recorded the
+# score, or the one that added the set when the table did not change between the two).
 SCORED_WITH = {
+    "blind-1.yaml": "391b03b",
+    "blind-2.yaml": "935f5c5",
     "blind-3.yaml": "fa758bd",
     "blind-4.yaml": "fc3a299",
     "blind-5.yaml": "d25f089",

@@ -51,7 +51,7 @@ def test_a_variant_runs_in_every_old_table_and_is_scored_beside_it(full_history,
     variant = tmp_path / "nothing_known.py"
     variant.write_text(
         "import orchestrator.diagnose as d\n"
-        "d.verdict = lambda text: d.Verdict(layer=d.UNKNOWN, finding=None, confidence='none')\n"
+        "d.verdict = lambda text: d.Verdict(d.UNKNOWN, None)\n"
     )
     doc = json.loads(history("--json", "--variant", str(variant)).stdout)
     every = doc["variant"]["all"]

@@ -7,6 +7,7 @@ earlier blind sets), applied to each old table's "unknown" answers as today's ve
 corpus.yaml is today's: a few of its entries were added after the earlier sets were scored.
 """
 
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -36,7 +37,10 @@ def verdict(text):
     if v.layer != old.UNKNOWN or not v.candidates or v.candidates[0] == "other":
         return v
     if model.posterior(text).get(v.candidates[0], 0.0) >= words.SURE:
-        return old.Verdict(layer=v.candidates[0], finding=v.finding, candidates=v.candidates, confidence="low")
+        named = {"layer": v.candidates[0]}
+        if "confidence" in {f.name for f in dataclasses.fields(v)}:  # the oldest tables' verdicts have none
+            named["confidence"] = "low"
+        return dataclasses.replace(v, **named)
     return v
 
 
