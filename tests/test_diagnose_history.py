@@ -49,10 +49,7 @@ def test_each_blind_set_rescored_from_history_gives_the_figures_recorded_when_it
 
 def test_a_variant_runs_in_every_old_table_and_is_scored_beside_it(full_history, tmp_path):
     variant = tmp_path / "nothing_known.py"
-    variant.write_text(
-        "import orchestrator.diagnose as d\n"
-        "d.verdict = lambda text: d.Verdict(d.UNKNOWN, None)\n"
-    )
+    variant.write_text("import orchestrator.diagnose as d\nd.verdict = lambda text: d.Verdict(d.UNKNOWN, None)\n")
     doc = json.loads(history("--json", "--variant", str(variant)).stdout)
     every = doc["variant"]["all"]
     assert every["entries"] == doc["as scored"]["all"]["entries"] and every["wrong"] == 0
