@@ -72,9 +72,10 @@ class Job:
     ) -> None:
         self.ident = ident
         self.proc = proc
-        self.deadline = time.monotonic() + timeout if timeout else None
-        # when `timeout` (if `wrapped` in it) ends the command at the earliest: it started after `started`
-        self.wrapper_deadline = started + timeout if timeout and wrapped else None
+        # from before the start: `timeout` (when `wrapped` in it) started after `started`, so it ends
+        # the command at this instant at the earliest
+        self.deadline = started + timeout if timeout else None
+        self.wrapped = wrapped
         self.kill_at: float | None = None
         self.timed_out = False
         # fd -> (frame kind, the pipe's file object, which owns and closes the fd)
@@ -104,8 +105,8 @@ class Job:
             status = self.proc.poll()
             if status is not None:
                 self.code = status if status >= 0 else -1
-                at = self.wrapper_deadline
-                if status == 124 and at is not None and time.monotonic() + TIMEOUT_SLACK >= at:
+                at = self.deadline
+                if status == 124 and self.wrapped and at is not None and time.monotonic() + TIMEOUT_SLACK >= at:
                     self.timed_out = True  # `timeout` saw the deadline before this agent did
 
     def finished(self) -> bool:

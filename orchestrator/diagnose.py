@@ -345,19 +345,10 @@ def verdict(text: str) -> Verdict:
     lean = _lean(text, findings)
     if lean is not None:
         return Verdict(layer=lean, finding=best, candidates=ranked, confidence="low", basis="signals")
-    worded = _worded(text, ranked)
+    worded = diagnose_words.agreeing(diagnose_words.model(), text, ranked)
     if worded is not None:
         return Verdict(layer=worded, finding=best, candidates=ranked, confidence="low", basis="words")
     return Verdict(layer=UNKNOWN, finding=best, candidates=ranked, confidence="none")
-
-
-def _worded(text: str, ranked: tuple[str, ...]) -> str | None:
-    """The hints' first candidate when the log's words point to it too, surely enough; else None."""
-    words = diagnose_words.model()
-    if not ranked or ranked[0] == "other" or words is None:
-        return None
-    posterior = words.posterior(text)
-    return ranked[0] if posterior.get(ranked[0], 0.0) >= diagnose_words.SURE else None
 
 
 def _md_cell(text: str) -> str:

@@ -27,7 +27,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +81,14 @@ def build(labelled: Iterable[tuple[str, str]]) -> WordModel:
             counts[layer] = counts.get(layer, 0) + 1
     kept = {w: dict(sorted(c.items())) for w, c in sorted(seen.items()) if sum(c.values()) >= MIN_ENTRIES}
     return WordModel(entries=dict(sorted(entries.items())), seen=kept)
+
+
+def agreeing(model: WordModel | None, text: str, ranked: Sequence[str]) -> str | None:
+    """The keyword hints' first candidate (`ranked[0]`) when `model` gives it a posterior of at least
+    SURE for `text`; else None (also without a model, a candidate, or for `other`)."""
+    if model is None or not ranked or ranked[0] == "other":
+        return None
+    return ranked[0] if model.posterior(text).get(ranked[0], 0.0) >= SURE else None
 
 
 @functools.cache

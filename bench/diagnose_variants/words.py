@@ -1,6 +1,6 @@
 """A bench/diagnose_history.py variant: the word rule of orchestrator/diagnose_words.py, fitted
 only on the corpus files that existed before the blind set being scored (corpus.yaml and the
-earlier blind sets), applied to each old table's "unknown" answers as today's verdict() applies it.
+earlier blind sets), applied to each old table's "unknown" answers with today's rule (diagnose_words.agreeing).
 
     .venv/bin/python bench/diagnose_history.py --variant bench/diagnose_variants/words.py
 
@@ -34,14 +34,13 @@ as_it_was = old.verdict
 
 def verdict(text):
     v = as_it_was(text)
-    if v.layer != old.UNKNOWN or not v.candidates or v.candidates[0] == "other":
+    layer = words.agreeing(model, text, v.candidates) if v.layer == old.UNKNOWN else None
+    if layer is None:
         return v
-    if model.posterior(text).get(v.candidates[0], 0.0) >= words.SURE:
-        named = {"layer": v.candidates[0]}
-        if "confidence" in {f.name for f in dataclasses.fields(v)}:  # the oldest tables' verdicts have none
-            named["confidence"] = "low"
-        return dataclasses.replace(v, **named)
-    return v
+    named = {"layer": layer}
+    if "confidence" in {f.name for f in dataclasses.fields(v)}:  # the oldest tables' verdicts have none
+        named["confidence"] = "low"
+    return dataclasses.replace(v, **named)
 
 
 old.verdict = verdict
