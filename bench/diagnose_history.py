@@ -44,6 +44,7 @@ SCORED_WITH = {
     "blind-5.yaml": "d25f089",
     "blind-6.yaml": "d27bcee",
     "blind-7.yaml": "e15250b",
+    "blind-8.yaml": "761d083",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -16,7 +16,7 @@ their entries:
 - tests/data/diagnosis/blind-3.yaml: the third set collected blind to the
   table; scored once as the held-back part (BLIND_3_HELD_SCORE), then folded
   into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-3-offstack.yaml (see OFFSTACK) and are never counted.
+  blind-3-offstack.yaml (see SET_ASIDE) and are never counted.
 - tests/data/diagnosis/blind-4.yaml: the fourth set collected blind to the
   table; scored once as the held-back part (BLIND_4_HELD_SCORE), then folded
   into tune.
@@ -26,10 +26,14 @@ their entries:
 - tests/data/diagnosis/blind-6.yaml: the sixth set collected blind to the
   table; scored once as the held-back part (BLIND_6_HELD_SCORE), then folded
   into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-6-offstack.yaml (see OFFSTACK) and are never counted.
+  blind-6-offstack.yaml (see SET_ASIDE) and are never counted.
 - tests/data/diagnosis/blind-7.yaml: the seventh set collected blind to the
   table; scored once as the held-back part (BLIND_7_HELD_SCORE), then folded
   into tune. Its entry from another stack stays in blind-7-offstack.yaml.
+- tests/data/diagnosis/blind-8.yaml: the eighth set collected blind to the
+  table; scored once as the held-back part (BLIND_8_HELD_SCORE), then folded
+  into tune. Its entry from another stack (blind-8-offstack.yaml) and its two
+  entries whose threads the table already cited (blind-8-cited.yaml) stay aside.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -67,26 +71,56 @@ BLIND_4_PATH = DATA_DIR / "blind-4.yaml"  # tune: the fourth blind set, scored o
 BLIND_5_PATH = DATA_DIR / "blind-5.yaml"  # tune: the fifth blind set, scored once as held back
 BLIND_6_PATH = DATA_DIR / "blind-6.yaml"  # tune: the sixth blind set, scored once as held back
 BLIND_7_PATH = DATA_DIR / "blind-7.yaml"  # tune: the seventh blind set, scored once as held back
-BLIND_PATHS = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH, BLIND_7_PATH)
+BLIND_8_PATH = DATA_DIR / "blind-8.yaml"  # tune: the eighth blind set, scored once as held back
+BLIND_PATHS = (
+    BLIND_1_PATH,
+    BLIND_2_PATH,
+    BLIND_3_PATH,
+    BLIND_4_PATH,
+    BLIND_5_PATH,
+    BLIND_6_PATH,
+    BLIND_7_PATH,
+    BLIND_8_PATH,
+)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
-class Offstack(NamedTuple):
-    """A blind set's entries from other stacks, set aside before it was scored; never counted, never tuned on."""
+class SetAside(NamedTuple):
+    """A blind set's entries set aside before it was scored; never counted, never tuned on."""
 
     path: Path
-    stacks: str  # which other stacks they come from, in a few words
+    why: str  # completes "Its N entries ..." (from other stacks, or whose threads the table cited)
     held_score: tuple[int, int, int, int]  # their one score beside the blind set: (entries, right, unknown, wrong)
 
 
-# The blind sets that had entries from other stacks, each with its set-aside file.
-OFFSTACK: dict[Path, Offstack] = {
-    BLIND_3_PATH: Offstack(DATA_DIR / "blind-3-offstack.yaml", "GPU nodes, other compilers' caches", (9, 3, 6, 0)),
-    BLIND_6_PATH: Offstack(
-        DATA_DIR / "blind-6-offstack.yaml", "a GPU spot VM, another accelerator's fork of torch_xla", (2, 0, 2, 0)
+# The blind sets that had entries set aside before scoring, each with its set-aside files.
+SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
+    BLIND_3_PATH: (
+        SetAside(
+            DATA_DIR / "blind-3-offstack.yaml", "from other stacks (GPU nodes, other compilers' caches)", (9, 3, 6, 0)
+        ),
     ),
-    BLIND_7_PATH: Offstack(DATA_DIR / "blind-7-offstack.yaml", "another accelerator's PyTorch build", (1, 0, 1, 0)),
+    BLIND_6_PATH: (
+        SetAside(
+            DATA_DIR / "blind-6-offstack.yaml",
+            "from other stacks (a GPU spot VM, another accelerator's fork of torch_xla)",
+            (2, 0, 2, 0),
+        ),
+    ),
+    BLIND_7_PATH: (
+        SetAside(
+            DATA_DIR / "blind-7-offstack.yaml", "from another stack (another accelerator's PyTorch build)", (1, 0, 1, 0)
+        ),
+    ),
+    BLIND_8_PATH: (
+        SetAside(DATA_DIR / "blind-8-offstack.yaml", "from another stack (a GPU-only memory failure)", (1, 0, 1, 0)),
+        SetAside(
+            DATA_DIR / "blind-8-cited.yaml",
+            "whose threads the table already cited as signature sources",
+            (2, 2, 0, 0),
+        ),
+    ),
 }
 # How each blind set scored the one time it was the held-back part, before it was tuned on:
 # layer -> (entries, right, unknown, wrong).
@@ -173,6 +207,16 @@ BLIND_7_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (1, 0, 1, 0),
     "other": (3, 2, 0, 1),
 }
+BLIND_8_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (14, 14, 0, 0),
+    "runtime-proof": (5, 1, 4, 0),
+    "bundle-skew": (24, 15, 8, 1),
+    "cache": (1, 1, 0, 0),
+    "memory": (7, 6, 1, 0),
+    "collective": (11, 8, 3, 0),
+    "disk": (7, 6, 1, 0),
+    "other": (6, 5, 0, 1),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -182,6 +226,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_5_PATH, BLIND_5_HELD_SCORE),
     (BLIND_6_PATH, BLIND_6_HELD_SCORE),
     (BLIND_7_PATH, BLIND_7_HELD_SCORE),
+    (BLIND_8_PATH, BLIND_8_HELD_SCORE),
 )
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
@@ -412,7 +457,7 @@ def corpus_markdown(
     sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in corpus_entries})
     corpus_file, held_file = _rel(CORPUS_PATH), _rel(held_path)
     tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
-    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh")
+    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
     blind_lines: list[str] = []
     blind_tables: list[str] = []
     for i, (path, held_score) in enumerate(BLIND_SCORES):
@@ -425,12 +470,11 @@ def corpus_markdown(
             f"    part, at {right:.1%} right and {wrong:.1%} wrong (table below), then folded into tune: its",
             "    misses were studied as classes of failure and the table extended for those classes.",
         ]
-        offstack = OFFSTACK.get(path)
-        if offstack is not None:
-            n, r, u, w = offstack.held_score
+        for aside in SET_ASIDE.get(path, ()):
+            n, r, u, w = aside.held_score
             blind_lines += [
-                f"    Its {n} entries from other stacks ({offstack.stacks}) were set aside",
-                f"    before scoring, into `{_rel(offstack.path)}`: scored once beside it ({r}/{n} right,",
+                f"    Its {n} {'entry' if n == 1 else 'entries'} {aside.why} {'was' if n == 1 else 'were'} set aside",
+                f"    before scoring, into `{_rel(aside.path)}`: scored once beside it ({r}/{n} right,",
                 f"    {u} unknown, {w} wrong), never counted and never tuned on.",
             ]
         blind_tables += [

@@ -139,7 +139,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"A module that was compiled using NumPy 1\.x cannot be run in"
         r"|module compiled against (API|ABI) version \S+ but this version of numpy is"
         # the same ABI break as older wheels report it
-        r"|numpy\.dtype size changed, may indicate binary incompatibility|numpy\.core\.multiarray failed to import",
+        r"|numpy\.dtype size changed, may indicate binary incompatibility|numpy\.core\.multiarray failed to import"
+        # what NumPy 2 leaves for the next import of a module compiled against NumPy 1 (jax-ml/jax#21937)
+        r"|AttributeError: _ARRAY_API not found",
         "A compiled wheel (jaxlib, torch, ...) was built for another NumPy major: pin numpy with the "
         "bundle instead of letting an unrelated install upgrade it.",
         "https://github.com/jupyter/notebook/issues/7522",
@@ -244,12 +246,26 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "jaxlib-tpu-client-object-skew",
         "bundle-skew",
         75,
-        # the pre-PJRT TPU client's buffer lacking an attribute a newer library reads
-        r"'jaxlib\.tpu_client_extension\.\w+' object has no attribute",
+        # a jaxlib object (the pre-PJRT TPU client's buffer, the XLA extension's device list...) lacking
+        # an attribute the library reading it expects from another release (huggingface/datasets#6884);
+        # not the user-facing array (ArrayImpl), whose missing attributes are usually the program's own
+        r"'jaxlib\.(?:tpu_client_extension\.\w+|(?:xla_extension|_jax)\.(?!ArrayImpl')\w+)' object has no attribute",
         "A library (flax, optax...) expects a newer jax/jaxlib than installed: install the versions the "
         "bundle pins together.",
         "https://github.com/google/flax/issues/1583",
         "AttributeError: 'jaxlib.tpu_client_extension.PyTpuBuffer' object has no attribute 'dtype'",
+    ),
+    sig(
+        "library-needs-newer-dependency",
+        "bundle-skew",
+        70,
+        # transformers/accelerate style: a library's own check of a dependency's minimum version
+        r"requires `[A-Za-z][\w.-]*>=\d[\w.]*`",
+        "A library in the bundle needs a newer release of one of its dependencies than installed: lock "
+        "the pair that works together in the bundle instead of upgrading one alone.",
+        "https://github.com/GoogleCloudPlatform/ml-testing-accelerators/pull/917",
+        "Exception in device=TPU:0: Using the `Trainer` with `PyTorch` requires `accelerate>=0.19.0`: Please "
+        "run `pip install transformers[torch]` or `pip install accelerate -U`",
     ),
     sig(
         "library-needs-jax-array",

@@ -167,6 +167,17 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "data/3: file write failed",
     ),
     sig(
+        "file-write-io-error",
+        "disk",
+        70,
+        # the storage under a write failing (EIO): a saturated disk, a failing or detached volume
+        r"\bwrite\(\): fd \d+ failed with Input/output error",
+        "A write to the filesystem failed with an I/O error: check the filesystem (`df -h`, dmesg for the "
+        "device), free or replace it, and keep checkpoints on a healthy volume.",
+        "https://github.com/pytorch/pytorch/issues/10577",
+        "RuntimeError: write(): fd 29 failed with Input/output error",
+    ),
+    sig(
         "filesystem-op-not-supported",
         "disk",
         60,
@@ -236,5 +247,17 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/ParallelSSH/parallel-ssh/issues/87",
         "pssh.exceptions.SSHException: (\"General SSH error - Error reading SSH protocol banner('This operation "
         "would block forever', <Hub at 0x10ab517d0 select pending=0 ref=0>)\", 'nononanananoka.com', 22)",
+    ),
+    sig(
+        "torch-dist-env-not-set",
+        "other",
+        # above the rendezvous handler's frame: no peer was ever asked, the process lacked the launcher's env
+        60,
+        r"environment variable (MASTER_ADDR|MASTER_PORT|RANK|WORLD_SIZE|LOCAL_RANK) expected, but not set"
+        r"|raise _env_error\(\"\w+\"\)",
+        "The process was started without the launcher's environment (MASTER_ADDR, RANK, WORLD_SIZE): start "
+        "it through the launcher (orch launch, torchrun) rather than running the script directly.",
+        "https://github.com/hzwer/ECCV2022-RIFE/issues/52",
+        '    raise _env_error("MASTER_ADDR")',
     ),
 )

@@ -324,4 +324,38 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/google-ai-edge/litert-torch/issues/326",
         "Unknown PJRT_DEVICE 'CUDA'",
     ),
+    sig(
+        "tpu-platform-registered-twice",
+        "runtime-proof",
+        70,
+        r"TPU platform already registered for platform",
+        "The TPU platform was initialised twice in one process (two frameworks or an import-order race): "
+        "initialise the runtime once at start (e.g. jax.device_count() first) before other code touches it.",
+        "https://github.com/AI-Hypercomputer/maxtext/issues/20",
+        "FAILED_PRECONDITION: TPU platform already registered for platform hardware version",
+    ),
+    sig(
+        "lightning-tpu-accelerator-unavailable",
+        "runtime-proof",
+        70,
+        # PyTorch Lightning's check that the requested accelerator's runtime answered
+        r"(TPU|XLA)Accelerator can not run on your system",
+        "The trainer asked for TPUs and the runtime found none (only the CPU answered): run on a TPU VM "
+        "with the lane's runtime policy applied before import, and prove it with `orch probe`.",
+        "https://github.com/ratsgo/nlpbook/issues/37",
+        "MisconfigurationException: TPUAccelerator can not run on your system since the accelerator is not "
+        "available. The following accelerator(s) is available and can be passed into `accelerator` argument "
+        "of `Trainer`: ['cpu'].",
+    ),
+    sig(
+        "torch-xla-runtime-initialised-before-spawn",
+        "runtime-proof",
+        65,
+        # torch_xla's replication check: the parent took the device before xmp.spawn, children see one
+        r"Cannot replicate if number of devices \(\d+\) is different from \d+",
+        "The XLA runtime was initialised in the parent before xmp.spawn (an xla_device() call at import), "
+        "so each child sees one device: acquire the device only inside the spawned function.",
+        "https://github.com/pytorch/xla/issues/1587",
+        "RuntimeError: Cannot replicate if number of devices (1) is different from 8",
+    ),
 )

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator import diagnose as diag
+from orchestrator import diagnose_words
 from orchestrator.cli import main
 from orchestrator.diagnose_corpus import (
     BLIND_1_PATH,
@@ -21,6 +22,7 @@ from orchestrator.diagnose_corpus import (
     BLIND_5_PATH,
     BLIND_6_PATH,
     BLIND_7_PATH,
+    BLIND_8_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -997,6 +999,34 @@ CLASS_VARIANTS = [
         "initializing the engine.",
     ),
     ("gevent-loop-exit", "gevent.hub.LoopExit: This operation would block forever"),
+    # the eighth blind set's classes, each in another thread's or release's words
+    ("numpy-abi-mismatch", "AttributeError: _ARRAY_API not found"),
+    ("jaxlib-tpu-client-object-skew", "AttributeError: 'jaxlib._jax.DeviceList' object has no attribute 'device'"),
+    (
+        "library-needs-newer-dependency",
+        "ImportError: Using the `Trainer` with `PyTorch` requires `accelerate>=0.20.1`: Please run `pip install "
+        "transformers[torch]` or `pip install accelerate -U`",
+    ),
+    ("tpu-platform-registered-twice", "INTERNAL: TPU platform already registered for platform hardware version 4"),
+    (
+        "lightning-tpu-accelerator-unavailable",
+        "MisconfigurationException: XLAAccelerator can not run on your system since the accelerator is not available.",
+    ),
+    (
+        "torch-xla-runtime-initialised-before-spawn",
+        "    RuntimeError: Cannot replicate if number of devices (1) is different from 8",
+    ),
+    ("file-write-io-error", "RuntimeError: write(): fd 5 failed with Input/output error"),
+    (
+        "torch-dist-env-not-set",
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, "
+        "but not set",
+    ),
+    (
+        "torch-dist-env-not-set",
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable WORLD_SIZE "
+        "expected, but not set",
+    ),
 ]
 
 
@@ -1225,6 +1255,11 @@ NOT_THE_CLASS = [
     ("PJRT_DEVICE=TPU python train.py", None),
     ("INFO 07-01 12:00:00 GPU KV cache size: 99,120 tokens", None),
     ("python_requires='>=3.9'", None),
+    ("Requirement already satisfied: accelerate>=0.19.0 in ./venv/lib/python3.10/site-packages", None),
+    ("GPUAccelerator can not run on your system since GPUs are not available.", None),  # another stack's device
+    ("Environment variable HF_TOKEN expected, but not set", None),  # not the launcher's rendezvous env
+    ("AttributeError: 'jaxlib._jax.ArrayImpl' object has no attribute 'numpy'", None),  # the program's own
+    ("write(): fd 3 failed with Broken pipe", None),
 ]
 
 
@@ -1426,13 +1461,22 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    blind = (BLIND_1_PATH, BLIND_2_PATH, BLIND_3_PATH, BLIND_4_PATH, BLIND_5_PATH, BLIND_6_PATH, BLIND_7_PATH)
+    blind = (
+        BLIND_1_PATH,
+        BLIND_2_PATH,
+        BLIND_3_PATH,
+        BLIND_4_PATH,
+        BLIND_5_PATH,
+        BLIND_6_PATH,
+        BLIND_7_PATH,
+        BLIND_8_PATH,
+    )
     order = [CORPUS_PATH.name, *(p.name for p in blind)]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
-    assert files.count(BLIND_7_PATH.name) == 40
+    assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1503,7 +1547,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.925 and tune.total.wrong <= 12, tune.total
+    assert tune.total.accuracy >= 0.915 and tune.total.wrong <= 13, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1518,6 +1562,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.85 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_7_PATH), "tune")  # 55.0 % right, 4 wrong when it was held back
     assert blind.total.accuracy >= 0.85 and blind.total.wrong <= 4, blind.total
+    blind = score(load_corpus(BLIND_8_PATH), "tune")  # 74.7 % right, 2 wrong when it was held back
+    assert blind.total.accuracy >= 0.85 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1548,6 +1594,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-5.yaml",
         "blind-6.yaml",
         "blind-7.yaml",
+        "blind-8.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1556,6 +1603,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-5.yaml"]["entries"] == 61
     assert doc["tune"]["per_file"]["blind-6.yaml"]["entries"] == 57
     assert doc["tune"]["per_file"]["blind-7.yaml"]["entries"] == 40
+    assert doc["tune"]["per_file"]["blind-8.yaml"]["entries"] == 75
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
@@ -1586,6 +1634,8 @@ def test_the_doc_without_the_held_back_file_shows_tune_figures_and_defers_the_he
     # each blind set's entries from other stacks, set aside before scoring, are named beside it
     assert "into `tests/data/diagnosis/blind-3-offstack.yaml`: scored once beside it (3/9 right," in text
     assert "into `tests/data/diagnosis/blind-6-offstack.yaml`: scored once beside it (0/2 right," in text
+    assert "into `tests/data/diagnosis/blind-8-cited.yaml`: scored once beside it (2/2 right," in text
+    assert "Its 1 entry from another stack (a GPU-only memory failure) was set aside" in flat
 
 
 # ------------------------------------------------------ unknown with candidates
@@ -1603,7 +1653,9 @@ def test_a_generic_crash_answers_unknown_with_candidates_not_a_layer():
     assert diag.diagnose(text).layer == "other"  # the raw winner is unchanged for existing callers
 
 
-def test_an_unrecognised_log_answers_unknown_with_hint_candidates():
+def test_an_unrecognised_log_answers_unknown_with_hint_candidates(monkeypatch):
+    # the hints alone (whether the corpus's words would also name it is test_diagnose_words.py's)
+    monkeypatch.setattr(diagnose_words, "model", lambda: None)
     v = diag.verdict("step 9 loss nan\nthe barrier between hosts was slow\nrendezvous took 900s\n")
     assert (v.layer, v.finding) == ("unknown", None)
     assert v.candidates == ("collective",)
