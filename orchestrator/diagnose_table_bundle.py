@@ -250,8 +250,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # an attribute the library reading it expects from another release (huggingface/datasets#6884);
         # not the user-facing array (ArrayImpl), whose missing attributes are usually the program's own
         r"'jaxlib\.(?:tpu_client_extension\.\w+|(?:xla_extension|_jax)\.(?!ArrayImpl')\w+)' object has no attribute",
-        "A library (flax, optax...) expects a newer jax/jaxlib than installed: install the versions the "
-        "bundle pins together.",
+        "A library (flax, optax, datasets...) was written for another jax/jaxlib release than installed "
+        "(older or newer): install the versions the bundle pins together.",
         "https://github.com/google/flax/issues/1583",
         "AttributeError: 'jaxlib.tpu_client_extension.PyTpuBuffer' object has no attribute 'dtype'",
     ),
