@@ -72,17 +72,6 @@ BLIND_5_PATH = DATA_DIR / "blind-5.yaml"  # tune: the fifth blind set, scored on
 BLIND_6_PATH = DATA_DIR / "blind-6.yaml"  # tune: the sixth blind set, scored once as held back
 BLIND_7_PATH = DATA_DIR / "blind-7.yaml"  # tune: the seventh blind set, scored once as held back
 BLIND_8_PATH = DATA_DIR / "blind-8.yaml"  # tune: the eighth blind set, scored once as held back
-BLIND_PATHS = (
-    BLIND_1_PATH,
-    BLIND_2_PATH,
-    BLIND_3_PATH,
-    BLIND_4_PATH,
-    BLIND_5_PATH,
-    BLIND_6_PATH,
-    BLIND_7_PATH,
-    BLIND_8_PATH,
-)
-TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -228,6 +217,8 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_7_PATH, BLIND_7_HELD_SCORE),
     (BLIND_8_PATH, BLIND_8_HELD_SCORE),
 )
+BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
+TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
 MAX_WRONG_RATE = 0.03

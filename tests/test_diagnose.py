@@ -27,6 +27,7 @@ from orchestrator.diagnose_corpus import (
     HELDBACK_PATH,
     MAX_WRONG_RATE,
     MIN_HELD_ACCURACY,
+    TUNE_PATHS,
     CorpusError,
     Entry,
     Score,
@@ -1461,17 +1462,8 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
-    blind = (
-        BLIND_1_PATH,
-        BLIND_2_PATH,
-        BLIND_3_PATH,
-        BLIND_4_PATH,
-        BLIND_5_PATH,
-        BLIND_6_PATH,
-        BLIND_7_PATH,
-        BLIND_8_PATH,
-    )
-    order = [CORPUS_PATH.name, *(p.name for p in blind)]
+    order = [p.name for p in TUNE_PATHS]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 9))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
