@@ -45,6 +45,7 @@ SCORED_WITH = {
     "blind-6.yaml": "d27bcee",
     "blind-7.yaml": "e15250b",
     "blind-8.yaml": "761d083",
+    "blind-9.yaml": "da524fd",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -81,6 +81,33 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "pjrt-plugin-tt 0.8.0.dev20260112 requires torch==2.7.1, but you have torch 2.7.0 which is incompatible.",
     ),
     sig(
+        "pip-resolution-impossible",
+        "bundle-skew",
+        65,
+        # the resolver found no set of versions meeting every pin (pip's and uv's wordings), or pip
+        # installed over an environment whose other packages it did not take into account
+        r"because these package versions have conflicting dependencies|\bResolutionImpossible\b"
+        r"|No solution found when resolving dependencies"
+        r"|pip's dependency resolver does not currently take into account all the packages that are installed",
+        "The requested versions cannot be installed together (or pip replaced a pinned package under "
+        "others): resolve the bundle as one locked set for this Python and platform, and install it into "
+        "a fresh environment.",
+        "https://github.com/kinalmehta/marl-jax/issues/3",
+        "ERROR: Cannot install -r requirements.txt (line 43) and jax==0.4.1 because these package versions "
+        "have conflicting dependencies.",
+    ),
+    sig(
+        "wheel-not-for-this-platform",
+        "bundle-skew",
+        75,
+        # pip refusing a wheel whose tags (Python version, ABI, platform) do not match this interpreter
+        r"\S+\.whl is not a supported wheel on this platform",
+        "The wheel was built for another Python version or platform than this interpreter's: pin the "
+        "wheel whose tags match the bundle's Python (cpXY) and platform, or the Python the wheel was made for.",
+        "https://github.com/pytorch/xla/issues/4974",
+        "ERROR: torch_xla-2.0-cp39-cp39-linux_x86_64.whl is not a supported wheel on this platform.",
+    ),
+    sig(
         "frontend-module-missing",
         "bundle-skew",
         70,
@@ -199,7 +226,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # when the exception line is cut off; plain and IPython traceback forms
         r"jax[/\\]_src[/\\]deprecations\.py(\", line |:)\d+, in (\w+\.<locals>\.)?(getattr|__getattr__)\b"
         # the message jax raises there (or for a removed argument), naming the release that removed it
-        r"|\bjax[\w.]* (was|were|has been) removed in JAX v?\d+\.\d+|\bargument to jnp\.\w+ was removed in JAX v?\d",
+        r"|\bjax[\w.]* (was|were|has been) (deprecated in JAX v?[\d.]+ and )?removed in JAX v?\d+\.\d+"
+        r"|\bargument to jnp\.\w+ was removed in JAX v?\d",
         "A library calls a jax API the installed jax removed: install the library release made for this "
         "jax, or the jax it was made for, as one bundle.",
         "https://github.com/jax-ml/jax/issues/22990",

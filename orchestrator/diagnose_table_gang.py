@@ -303,7 +303,9 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "c10d-server-listen-failed",
         "collective",
         65,
-        r"The server socket has failed to listen on any local network address",
+        r"The server socket has failed to listen on any local network address"
+        # the per-address warnings torch prints before giving up (or before binding another address)
+        r"|\[c10d\] The server socket has failed to (listen on|bind to) \S+ \(errno: 98 - Address already in use\)",
         "The rendezvous port on the first worker is taken (a leftover process of an earlier run, or two "
         "jobs sharing MASTER_PORT): stop the leftover process or give each job its own port.",
         "https://github.com/showlab/Tune-A-Video/issues/90",

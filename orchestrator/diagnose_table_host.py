@@ -13,7 +13,7 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "disk-full",
         "disk",
         85,
-        r"[Nn]o space left on device|\bENOSPC\b"
+        r"[Nn]o space left on device|\bENOSPC\b|Not enough free space to write \d+ bytes"
         # TensorFlow/TSL file writes map ENOSPC to RESOURCE_EXHAUSTED naming the file being written
         r"|Resource exha\w*: ?(?!/job:)\.{0,2}/[\w.-]+/\S+|ResourceExhaustedError: \S+\.tempstate\d+",
         "A filesystem is full: the message names the path; free space there (old checkpoints, caches, "
@@ -38,7 +38,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         r"This might be caused by insufficient shared memory \(shm\)"
         r"|It is possible that dataloader's workers are out of shared memory"
         # older torch names only the signal: a worker's write to a full /dev/shm faults (pytorch/pytorch#5040)
-        r"|DataLoader worker \(pid(\(s\))? [^)]*\) is killed by signal: Bus error",
+        r"|DataLoader worker \(pid(\(s\))? [^)]*\) is killed by signal: Bus error"
+        # the end of that hint when a console wraps it, and torch's own shared-memory file (/dev/shm/torch_*)
+        r"|Please try to raise your shared memory limit|unable to write to file </torch_[\d_]+>",
         "/dev/shm is too small for the data-loading workers: enlarge it (a container's --shm-size) or "
         "lower num_workers.",
         "https://github.com/microsoft/RepPoints/issues/18",
@@ -171,7 +173,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "disk",
         70,
         # the storage under a write failing (EIO): a saturated disk, a failing or detached volume
-        r"\bwrite\(\): fd \d+ failed with Input/output error",
+        r"\bwrite\(\): fd \d+ failed with Input/output error"
+        # coreutils creating or writing a file on that storage (a FUSE-mounted bucket's refused write)
+        r"|^\w+: cannot (touch|create [\w ]+|write to) .*: Input/output error$",
         "A write to the filesystem failed with an I/O error: check the filesystem (`df -h`, dmesg for the "
         "device), free or replace it, and keep checkpoints on a healthy volume.",
         "https://github.com/pytorch/pytorch/issues/10577",
@@ -229,7 +233,7 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         70,
         # the Cloud TPU API's node health and state, as `gcloud compute tpus tpu-vm describe` prints them
         # (Node.Health: https://cloud.google.com/python/docs/reference/tpu/latest/google.cloud.tpu_v2.types.Node.Health)
-        r"\bUNHEALTHY_MAINTENANCE\b|\bstate\W{1,4}PREEMPTED\b",
+        r"\bUNHEALTHY_MAINTENANCE\b|\bstate\W{1,4}PREEMPTED\b|\bis in PREEMPTED state\b",
         "The TPU is in a maintenance event or was preempted: wait for it to return (maintenance) or "
         "recreate it (PREEMPTED), then relaunch from the last checkpoint.",
         "https://github.com/skypilot-org/skypilot/issues/1468",

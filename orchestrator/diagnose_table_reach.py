@@ -38,6 +38,8 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         r"|paramiko\.transport\W{0,3}(?:[A-Z]+ )?Authentication \([\w-]+\) failed"
         # the same refusal seen from the key's side, or after too many keys were offered
         r"|Too many authentication failures"
+        # OpenSSH's password prompt refusing the password; paramiko when the server does not offer the method
+        r"|(^|\s)Permission denied, please try again\.|\bBad authentication type\b"
         r"|(sign_and_send_pubkey|send_pubkey_test): no mutual signature (supported|algorithm)"
         r"|UNPROTECTED PRIVATE KEY FILE|Load key \"[^\"]*\": (bad permissions|invalid format)"
         # paramiko's refusal of a key with a passphrase, also as Ansible reworded it (ansible/ansible#446)

@@ -294,6 +294,20 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "PermissionError: [Errno 13] Permission denied: '/tmp/torch_extensions/fused'",
     ),
     sig(
+        "inductor-cache-dir-unresolvable",
+        "cache",
+        60,
+        # TorchInductor names its default cache directory after the user: with no TORCHINDUCTOR_CACHE_DIR,
+        # a uid without a passwd entry (a container's --user) fails here, before any compile
+        r"torch[/\\]_inductor[/\\]runtime[/\\](cache_dir_utils|runtime_utils)\.py"
+        r"\W+line \d+\W+in (default_)?cache_dir\b",
+        "TorchInductor could not resolve its cache directory (the user has no name on this host): set "
+        "TORCHINDUCTOR_CACHE_DIR (and USER) in the lane's runtime policy, on a directory the worker owns.",
+        "https://github.com/pytorch/pytorch/issues/140765",
+        '  File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/runtime/runtime_utils.py", line 137, in '
+        "cache_dir",
+    ),
+    sig(
         "jax-cache-key-cast-warning",
         "cache",
         60,

@@ -317,10 +317,11 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "torch-xla-unknown-pjrt-device",
         "runtime-proof",
         75,
-        # torch_xla's runtime registry refusing PJRT_DEVICE (torch_xla/csrc/runtime/pjrt_registry.cc)
-        r"Unknown PJRT_DEVICE '[^']*'",
-        "PJRT_DEVICE names a device this torch_xla does not know (set before import, e.g. CUDA on a "
-        "TPU build): set it to TPU or CPU in the lane's runtime policy.",
+        # torch_xla's runtime registry refusing PJRT_DEVICE (torch_xla/csrc/runtime/pjrt_registry.cc), or
+        # its computation client started with none set (torch_xla/csrc/runtime/runtime.cc)
+        r"Unknown PJRT_DEVICE '[^']*'|\$PJRT_DEVICE is not set",
+        "PJRT_DEVICE is unset, or names a device this torch_xla does not know (e.g. CUDA on a TPU "
+        "build): set it to TPU or CPU in the lane's runtime policy, before import.",
         "https://github.com/google-ai-edge/litert-torch/issues/326",
         "Unknown PJRT_DEVICE 'CUDA'",
     ),
@@ -339,7 +340,7 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "runtime-proof",
         70,
         # PyTorch Lightning's check that the requested accelerator's runtime answered
-        r"(TPU|XLA)Accelerator can not run on your system",
+        r"(TPU|XLA)Accelerator can not run on your system|MisconfigurationException\W+No TPU devices were found",
         "The trainer asked for TPUs and the runtime found none (only the CPU answered): run on a TPU VM "
         "with the lane's runtime policy applied before import, and prove it with `orch probe`.",
         "https://github.com/ratsgo/nlpbook/issues/37",

@@ -23,6 +23,7 @@ from orchestrator.diagnose_corpus import (
     BLIND_6_PATH,
     BLIND_7_PATH,
     BLIND_8_PATH,
+    BLIND_9_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     MAX_WRONG_RATE,
@@ -1028,6 +1029,61 @@ CLASS_VARIANTS = [
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable WORLD_SIZE "
         "expected, but not set",
     ),
+    # the ninth blind set's classes, each in another thread's or release's words
+    (
+        "pip-resolution-impossible",
+        "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/user_guide/#fixing-conflicting-dependencies",
+    ),
+    ("pip-resolution-impossible", "  × No solution found when resolving dependencies:"),
+    (
+        "pip-resolution-impossible",
+        "ERROR: Cannot install flax because these package versions have conflicting dependencies.",
+    ),
+    (
+        "pip-resolution-impossible",
+        "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+        "This behaviour is the source of the following dependency conflicts.",
+    ),
+    (
+        "wheel-not-for-this-platform",
+        "ERROR: torch_xla-2.2.0-cp310-cp310-manylinux_2_28_x86_64.whl is not a supported wheel on this platform.",
+    ),
+    (
+        "wheel-not-for-this-platform",
+        "torch-1.0.0-cp37-cp37m-linux_x86_64.whl is not a supported wheel on this platform.",
+    ),
+    (
+        "jax-removed-api-frame",
+        "AttributeError: jax.core.CallPrimitive was deprecated in JAX v0.10.0 and removed in JAX v0.11.0. Use "
+        "jax.extend.core.CallPrimitive.",
+    ),
+    ("shm-too-small", "    RuntimeError: unable to write to file </torch_31_1030151126> "),
+    ("shm-too-small", "memory. Please try to raise your shared memory limit."),
+    ("disk-full", "Not enough free space to write 262144 bytes"),
+    ("file-write-io-error", "cp: cannot create regular file '/mnt/bucket/ckpt/step_100.pt': Input/output error"),
+    (
+        "tpu-maintenance-or-preempted",
+        "TPU VM ray-sky-ce66-head-bbb44751-tpu is in PREEMPTED state. Skipping IP query...",
+    ),
+    (
+        "c10d-server-listen-failed",
+        "[W socket.cpp:436] [c10d] The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already "
+        "in use).",
+    ),
+    ("ssh-permission-denied", "localhost: Permission denied, please try again."),
+    (
+        "ssh-permission-denied",
+        "    \"msg\": \"('Bad authentication type', [u'publickey']) (allowed_types=[u'publickey'])\",",
+    ),
+    ("torch-xla-unknown-pjrt-device", "RuntimeError: FAILED_PRECONDITION: $PJRT_DEVICE is not set."),
+    (
+        "lightning-tpu-accelerator-unavailable",
+        "pytorch_lightning.utilities.exceptions.MisconfigurationException: No TPU devices were found.",
+    ),
+    (
+        "inductor-cache-dir-unresolvable",
+        '  File ".../torch/_inductor/runtime/cache_dir_utils.py", line 23, in default_cache_dir',
+    ),
 ]
 
 
@@ -1050,6 +1106,11 @@ NOT_THE_CLASS = [
         "libtpu-open-failed",
     ),
     ("RuntimeError: DataLoader worker (pid 8102) is killed by signal: Segmentation fault.", None),
+    # a read failing with EIO, or pip reporting what is already installed, names no layer
+    ("cat: /sys/class/foo: Input/output error", None),
+    ("Requirement already satisfied: jax[tpu]>=0.2.16 in /usr/local/lib/python3.7/dist-packages (0.2.19)", None),
+    # the user lookup alone (outside TorchInductor's cache directory) is not the cache
+    ('  File "/usr/lib/python3.10/getpass.py", line 169, in getuser', None),
     # libtpu.so is not a torch/XLA companion library: this bare line names no layer
     ("ImportError: libtpu.so: cannot open shared object file: No such file or directory", None),
     # NCCL's CUDA-side failures have no single owner (a driver, a version or a device): no confident layer
@@ -1463,12 +1524,13 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 9))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 10))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
     assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
+    assert files.count(BLIND_9_PATH.name) == 54
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1544,7 +1606,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.915 and tune.total.wrong <= 13, tune.total
+    assert tune.total.accuracy >= 0.915 and tune.total.wrong <= 15, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1561,6 +1623,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.85 and blind.total.wrong <= 4, blind.total
     blind = score(load_corpus(BLIND_8_PATH), "tune")  # 74.7 % right, 2 wrong when it was held back
     assert blind.total.accuracy >= 0.85 and blind.total.wrong <= 1, blind.total
+    blind = score(load_corpus(BLIND_9_PATH), "tune")  # 59.3 % right, 2 wrong when it was held back
+    assert blind.total.accuracy >= 0.90 and blind.total.wrong <= 2, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1592,6 +1656,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-6.yaml",
         "blind-7.yaml",
         "blind-8.yaml",
+        "blind-9.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1601,6 +1666,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-6.yaml"]["entries"] == 57
     assert doc["tune"]["per_file"]["blind-7.yaml"]["entries"] == 40
     assert doc["tune"]["per_file"]["blind-8.yaml"]["entries"] == 75
+    assert doc["tune"]["per_file"]["blind-9.yaml"]["entries"] == 54
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
