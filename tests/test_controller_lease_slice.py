@@ -68,9 +68,12 @@ def test_a_controller_killed_before_the_release_leaves_no_launcher_waiting_beyon
     paused: set[str] = set()
     try:
         run_id = wait_for(lambda: next(iter(os.listdir(runs_dir)), None), 300, "the run's record")
-        # Once every worker's launcher started (and imports its frontends), worker 3 hangs: the gang never
-        # gets to its release, the others' launchers wait for it.
-        wait_for(lambda: recorded_state(runs_dir, run_id) == "started", 300, "every worker's launcher to start")
+        # Once preflight passed on every worker, worker 3 hangs as the controller starts the gang: its
+        # launcher never gets to be ready (paused before its start, or while it imports its frontends),
+        # so the gang is never released and the others' launchers wait for it. Pausing it later, once
+        # every launcher had started, raced the release: four launchers can be ready before a loaded
+        # controller has written that they started.
+        wait_for(lambda: recorded_state(runs_dir, run_id) == "starting", 300, "preflight to pass on every worker")
         paused = {str(pid) for pid in sandbox.pause(slice4.dir, 3).pids}
         ready = f"/var/lib/orch/runs/{run_id}/ready"
         wait_for(
