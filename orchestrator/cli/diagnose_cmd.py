@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:  # the CLI imports core modules only when a verb runs
+    from orchestrator.diagnose import Verdict
     from orchestrator.diagnose_run import RunDiagnosis
 
 
@@ -90,13 +91,16 @@ def diagnose(path: str, as_json: bool, show_all: bool) -> None:
             click.echo("")
     if best is None:
         click.echo(f"no known signature ({len(text.splitlines())} lines read)")
+        if verdict.known:  # a low-confidence layer needs no matched line (its traceback's deepest frame)
+            click.echo(f"layer:     {verdict.layer} (low confidence: {low_why(verdict)}, no known message)")
+            click.echo(f"remedy:    {verdict.remedy}")
+            return
         click.echo(f"layer:     {diag.UNKNOWN}")
         if verdict.candidates:
             click.echo(f"closest:   {', '.join(verdict.candidates)}")
         return
     if verdict.confidence == "low":
-        why = "the log's words agree with its keywords" if verdict.basis == "words" else "several weak signals agree"
-        click.echo(f"layer:     {verdict.layer} (low confidence: {why}, no known message)")
+        click.echo(f"layer:     {verdict.layer} (low confidence: {low_why(verdict)}, no known message)")
     else:
         click.echo(f"layer:     {verdict.layer}")
     if not verdict.known:
@@ -105,6 +109,14 @@ def diagnose(path: str, as_json: bool, show_all: bool) -> None:
     click.echo(f"signature: {best.signature_id}")
     click.echo(f"remedy:    {verdict.remedy}")
     click.echo(f"source:    {best.source}")
+
+
+def low_why(verdict: Verdict) -> str:
+    """What a low-confidence verdict rests on, in words."""
+    return {
+        "words": "the log's words agree with its keywords",
+        "frame": "its traceback's deepest frame is that layer's code",
+    }.get(verdict.basis, "several weak signals agree")
 
 
 def show_run(run: RunDiagnosis, as_json: bool, show_all: bool) -> None:
