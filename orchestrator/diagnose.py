@@ -73,8 +73,9 @@ forming the gang. Applied to each blind set with the table it was held back from
 (`bench/diagnose_history.py --variant bench/diagnose_variants/frames.py`), it turned 7 of their
 179 unknown answers into right ones and added no wrong one (576 entries: 65.8 % right became 67.0 %);
 after the word rule, as `verdict` applies it, 4 more right than the word rule alone (70.3 % became
-71.0 %, 3.1 % wrong both times). On the tenth blind set, the first held back with it, it named
-2 wrong layers and no right one (tests/data/diagnosis/heldback.yaml's header).
+71.0 %, 3.1 % wrong both times). On the tenth blind set, the first held back with it, it changed
+no answer after the word rule; without the word rule it would have named 2 wrong layers and no
+right one (tests/data/diagnosis/heldback.yaml's header gives both figures).
 
 This module is pure: it classifies text that callers pass in and does no I/O.
 The table itself is data in orchestrator/diagnose_table.py. The probe and
