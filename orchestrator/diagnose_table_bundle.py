@@ -84,17 +84,27 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "pip-resolution-impossible",
         "bundle-skew",
         65,
-        # the resolver found no set of versions meeting every pin (pip's and uv's wordings), or pip
-        # installed over an environment whose other packages it did not take into account
+        # the resolver found no set of versions meeting every pin (pip's and uv's wordings)
         r"because these package versions have conflicting dependencies|\bResolutionImpossible\b"
-        r"|No solution found when resolving dependencies"
-        r"|pip's dependency resolver does not currently take into account all the packages that are installed",
-        "The requested versions cannot be installed together (or pip replaced a pinned package under "
-        "others): resolve the bundle as one locked set for this Python and platform, and install it into "
-        "a fresh environment.",
+        r"|No solution found when resolving dependencies",
+        "The requested versions cannot be installed together: resolve the bundle as one locked set for "
+        "this Python and platform, and install it into a fresh environment.",
         "https://github.com/kinalmehta/marl-jax/issues/3",
         "ERROR: Cannot install -r requirements.txt (line 43) and jax==0.4.1 because these package versions "
         "have conflicting dependencies.",
+    ),
+    sig(
+        "pip-installed-over-environment",
+        "bundle-skew",
+        30,
+        # a symptom: pip installed over packages it did not take into account (often harmless, so any
+        # more specific failure later in the log wins; alone, it is the environment's set of packages)
+        r"pip's dependency resolver does not currently take into account all the packages that are installed",
+        "pip changed packages under others it did not check (it may have replaced a pinned one): install "
+        "the bundle as one locked set into a fresh environment instead of adding to an existing one.",
+        "https://github.com/google/flax/issues/2950",
+        "ERROR: pip's dependency resolver does not currently take into account all the packages that are "
+        "installed. This behaviour is the source of the following dependency conflicts.",
     ),
     sig(
         "wheel-not-for-this-platform",

@@ -1040,7 +1040,7 @@ CLASS_VARIANTS = [
         "ERROR: Cannot install flax because these package versions have conflicting dependencies.",
     ),
     (
-        "pip-resolution-impossible",
+        "pip-installed-over-environment",
         "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
         "This behaviour is the source of the following dependency conflicts.",
     ),
@@ -1109,6 +1109,12 @@ NOT_THE_CLASS = [
     # a read failing with EIO, or pip reporting what is already installed, names no layer
     ("cat: /sys/class/foo: Input/output error", None),
     ("Requirement already satisfied: jax[tpu]>=0.2.16 in /usr/local/lib/python3.7/dist-packages (0.2.19)", None),
+    # pip's warning about packages it did not check is a symptom: a later, more specific failure wins
+    (
+        "ERROR: pip's dependency resolver does not currently take into account all the packages that are "
+        "installed.\nRuntimeError: Unable to initialize backend 'tpu': UNAVAILABLE: No TPU Platform available.",
+        "no-tpu-platform",
+    ),
     # the user lookup alone (outside TorchInductor's cache directory) is not the cache
     ('  File "/usr/lib/python3.10/getpass.py", line 169, in getuser', None),
     # libtpu.so is not a torch/XLA companion library: this bare line names no layer
