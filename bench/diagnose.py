@@ -33,11 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator import diagnose_words  # noqa: E402
 from orchestrator.diagnose import render_troubleshooting_markdown  # noqa: E402
+from orchestrator.diagnose_blind import HELDBACK_PATH, TUNE_PATHS  # noqa: E402
 from orchestrator.diagnose_corpus import (  # noqa: E402
-    HELDBACK_PATH,
     MAX_WRONG_RATE,
     MIN_HELD_ACCURACY,
-    TUNE_PATHS,
     CorpusError,
     Score,
     by_file,

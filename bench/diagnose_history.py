@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.diagnose_corpus import DATA_DIR, load_corpus  # noqa: E402
+from orchestrator.diagnose_blind import DATA_DIR  # noqa: E402
+from orchestrator.diagnose_corpus import load_corpus  # noqa: E402
 
 # blind set -> the commit whose table scored it the one time it was held back (its file's header
 # names the same commit for the sets that record one; for the others, the commit that recorded the

@@ -1,43 +1,10 @@
 """The real-log corpora that keep `orch diagnose` honest: loading, the two parts, scoring.
 
 The split is by file, and each file was collected differently. The *tune*
-part is every file of `TUNE_PATHS`; signatures may be written from any of
-their entries:
-
-- tests/data/diagnosis/corpus.yaml: short excerpts of real failure logs copied
-  from public issue threads, collected by the same hand that wrote the
-  signature table.
-- tests/data/diagnosis/blind-1.yaml: collected blind to the table, in the same
-  format, by someone who had not seen it; scored once as the held-back part
-  (BLIND_1_HELD_SCORE), then folded into tune.
-- tests/data/diagnosis/blind-2.yaml: the second set collected blind to the
-  table; scored once as the held-back part (BLIND_2_HELD_SCORE), then folded
-  into tune.
-- tests/data/diagnosis/blind-3.yaml: the third set collected blind to the
-  table; scored once as the held-back part (BLIND_3_HELD_SCORE), then folded
-  into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-3-offstack.yaml (see SET_ASIDE) and are never counted.
-- tests/data/diagnosis/blind-4.yaml: the fourth set collected blind to the
-  table; scored once as the held-back part (BLIND_4_HELD_SCORE), then folded
-  into tune.
-- tests/data/diagnosis/blind-5.yaml: the fifth set collected blind to the
-  table; scored once as the held-back part (BLIND_5_HELD_SCORE), then folded
-  into tune.
-- tests/data/diagnosis/blind-6.yaml: the sixth set collected blind to the
-  table; scored once as the held-back part (BLIND_6_HELD_SCORE), then folded
-  into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-6-offstack.yaml (see SET_ASIDE) and are never counted.
-- tests/data/diagnosis/blind-7.yaml: the seventh set collected blind to the
-  table; scored once as the held-back part (BLIND_7_HELD_SCORE), then folded
-  into tune. Its entry from another stack stays in blind-7-offstack.yaml.
-- tests/data/diagnosis/blind-8.yaml: the eighth set collected blind to the
-  table; scored once as the held-back part (BLIND_8_HELD_SCORE), then folded
-  into tune. Its entry from another stack (blind-8-offstack.yaml) and its two
-  entries whose threads the table already cited (blind-8-cited.yaml) stay aside.
-- tests/data/diagnosis/blind-9.yaml: the ninth set collected blind to the
-  table; scored once as the held-back part (BLIND_9_HELD_SCORE), then folded
-  into tune. Its entry whose label its checking reader did not find supported
-  stays aside in blind-9-disputed.yaml.
+part is every file of `TUNE_PATHS` (orchestrator/diagnose_blind.py lists them: the
+corpus collected by the hand that wrote the signature table, and each blind set
+folded in after it was scored once); signatures may be written from any of
+their entries.
 
 The *held-back* part, tests/data/diagnosis/heldback.yaml, is the next set
 collected blind to the table. It is never read entry by entry while tuning the
@@ -59,190 +26,21 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import yaml
 
 from orchestrator import diagnose_words
 from orchestrator.diagnose import LAYERS, UNKNOWN, Verdict, verdict
-
-DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnosis"
-CORPUS_PATH = DATA_DIR / "corpus.yaml"  # tune: collected by the hand that wrote the table
-BLIND_1_PATH = DATA_DIR / "blind-1.yaml"  # tune: the first blind set, scored once as held back
-BLIND_2_PATH = DATA_DIR / "blind-2.yaml"  # tune: the second blind set, scored once as held back
-BLIND_3_PATH = DATA_DIR / "blind-3.yaml"  # tune: the third blind set, scored once as held back
-BLIND_4_PATH = DATA_DIR / "blind-4.yaml"  # tune: the fourth blind set, scored once as held back
-BLIND_5_PATH = DATA_DIR / "blind-5.yaml"  # tune: the fifth blind set, scored once as held back
-BLIND_6_PATH = DATA_DIR / "blind-6.yaml"  # tune: the sixth blind set, scored once as held back
-BLIND_7_PATH = DATA_DIR / "blind-7.yaml"  # tune: the seventh blind set, scored once as held back
-BLIND_8_PATH = DATA_DIR / "blind-8.yaml"  # tune: the eighth blind set, scored once as held back
-BLIND_9_PATH = DATA_DIR / "blind-9.yaml"  # tune: the ninth blind set, scored once as held back
-HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
-
-
-class SetAside(NamedTuple):
-    """A blind set's entries set aside before it was scored; never counted, never tuned on."""
-
-    path: Path
-    why: str  # completes "Its N entries ..." (from other stacks, or whose threads the table cited)
-    held_score: tuple[int, int, int, int]  # their one score beside the blind set: (entries, right, unknown, wrong)
-
-
-# The blind sets that had entries set aside before scoring, each with its set-aside files.
-SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
-    BLIND_3_PATH: (
-        SetAside(
-            DATA_DIR / "blind-3-offstack.yaml", "from other stacks (GPU nodes, other compilers' caches)", (9, 3, 6, 0)
-        ),
-    ),
-    BLIND_6_PATH: (
-        SetAside(
-            DATA_DIR / "blind-6-offstack.yaml",
-            "from other stacks (a GPU spot VM, another accelerator's fork of torch_xla)",
-            (2, 0, 2, 0),
-        ),
-    ),
-    BLIND_7_PATH: (
-        SetAside(
-            DATA_DIR / "blind-7-offstack.yaml", "from another stack (another accelerator's PyTorch build)", (1, 0, 1, 0)
-        ),
-    ),
-    BLIND_8_PATH: (
-        SetAside(DATA_DIR / "blind-8-offstack.yaml", "from another stack (a GPU-only memory failure)", (1, 0, 1, 0)),
-        SetAside(
-            DATA_DIR / "blind-8-cited.yaml",
-            "whose threads the table already cited as signature sources",
-            (2, 2, 0, 0),
-        ),
-    ),
-    BLIND_9_PATH: (
-        SetAside(
-            DATA_DIR / "blind-9-disputed.yaml",
-            "whose label the reader who checked the set against its threads did not find supported",
-            (1, 0, 1, 0),
-        ),
-    ),
-}
-# How each blind set scored the one time it was the held-back part, before it was tuned on:
-# layer -> (entries, right, unknown, wrong).
-BLIND_1_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (20, 17, 3, 0),
-    "device-ownership": (5, 5, 0, 0),
-    "runtime-proof": (6, 2, 4, 0),
-    "bundle-skew": (11, 8, 1, 2),
-    "cache": (3, 1, 2, 0),
-    "memory": (8, 8, 0, 0),
-    "collective": (13, 11, 2, 0),
-    "disk": (5, 4, 0, 1),
-    "hardware": (2, 1, 1, 0),
-    "other": (4, 4, 0, 0),
-}
-BLIND_2_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (19, 15, 4, 0),
-    "device-ownership": (3, 1, 2, 0),
-    "runtime-proof": (7, 4, 3, 0),
-    "bundle-skew": (12, 10, 2, 0),
-    "cache": (3, 0, 3, 0),
-    "memory": (9, 6, 2, 1),
-    "collective": (11, 5, 6, 0),
-    "disk": (5, 5, 0, 0),
-    "hardware": (2, 0, 1, 1),
-    "other": (4, 2, 0, 2),
-}
-BLIND_3_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (12, 9, 3, 0),
-    "device-ownership": (3, 1, 2, 0),
-    "runtime-proof": (8, 6, 2, 0),
-    "bundle-skew": (15, 11, 4, 0),
-    "cache": (2, 0, 2, 0),
-    "memory": (9, 7, 2, 0),
-    "collective": (9, 6, 3, 0),
-    "disk": (6, 3, 3, 0),
-    "hardware": (1, 0, 1, 0),
-    "other": (6, 6, 0, 0),
-}
-BLIND_4_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (13, 9, 3, 1),
-    "runtime-proof": (5, 1, 4, 0),
-    "bundle-skew": (23, 14, 9, 0),
-    "cache": (4, 1, 3, 0),
-    "memory": (6, 5, 1, 0),
-    "collective": (7, 3, 4, 0),
-    "disk": (3, 2, 1, 0),
-    "hardware": (1, 0, 1, 0),
-    "other": (4, 4, 0, 0),
-}
-BLIND_5_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (8, 4, 4, 0),
-    "device-ownership": (1, 1, 0, 0),
-    "runtime-proof": (8, 6, 1, 1),
-    "bundle-skew": (11, 8, 3, 0),
-    "cache": (1, 0, 1, 0),
-    "memory": (8, 3, 5, 0),
-    "collective": (8, 6, 2, 0),
-    "disk": (8, 8, 0, 0),
-    "hardware": (3, 0, 3, 0),
-    "other": (5, 5, 0, 0),
-}
-BLIND_6_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (13, 4, 9, 0),
-    "device-ownership": (3, 3, 0, 0),
-    "runtime-proof": (4, 1, 2, 1),
-    "bundle-skew": (10, 8, 2, 0),
-    "cache": (1, 0, 1, 0),
-    "memory": (11, 6, 5, 0),
-    "collective": (5, 2, 3, 0),
-    "disk": (7, 5, 2, 0),
-    "hardware": (1, 0, 1, 0),
-    "other": (2, 2, 0, 0),
-}
-BLIND_7_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (8, 5, 3, 0),
-    "device-ownership": (3, 1, 1, 1),
-    "runtime-proof": (2, 1, 1, 0),
-    "bundle-skew": (11, 6, 3, 2),
-    "cache": (1, 0, 1, 0),
-    "memory": (4, 1, 3, 0),
-    "collective": (3, 2, 1, 0),
-    "disk": (4, 4, 0, 0),
-    "hardware": (1, 0, 1, 0),
-    "other": (3, 2, 0, 1),
-}
-BLIND_8_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (14, 14, 0, 0),
-    "runtime-proof": (5, 1, 4, 0),
-    "bundle-skew": (24, 15, 8, 1),
-    "cache": (1, 1, 0, 0),
-    "memory": (7, 6, 1, 0),
-    "collective": (11, 8, 3, 0),
-    "disk": (7, 6, 1, 0),
-    "other": (6, 5, 0, 1),
-}
-BLIND_9_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
-    "transport": (9, 7, 2, 0),
-    "runtime-proof": (6, 1, 5, 0),
-    "bundle-skew": (16, 11, 5, 0),
-    "cache": (1, 0, 1, 0),
-    "memory": (4, 3, 0, 1),
-    "collective": (2, 1, 1, 0),
-    "disk": (9, 4, 5, 0),
-    "hardware": (2, 0, 1, 1),
-    "other": (5, 5, 0, 0),
-}
-# The blind sets in the order they were collected, each with its once-scored held-back figures.
-BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
-    (BLIND_1_PATH, BLIND_1_HELD_SCORE),
-    (BLIND_2_PATH, BLIND_2_HELD_SCORE),
-    (BLIND_3_PATH, BLIND_3_HELD_SCORE),
-    (BLIND_4_PATH, BLIND_4_HELD_SCORE),
-    (BLIND_5_PATH, BLIND_5_HELD_SCORE),
-    (BLIND_6_PATH, BLIND_6_HELD_SCORE),
-    (BLIND_7_PATH, BLIND_7_HELD_SCORE),
-    (BLIND_8_PATH, BLIND_8_HELD_SCORE),
-    (BLIND_9_PATH, BLIND_9_HELD_SCORE),
+from orchestrator.diagnose_blind import (
+    BLIND_SCORES,
+    CORPUS_PATH,
+    DATA_DIR,
+    HELDBACK_PATH,
+    ORDINALS,
+    SET_ASIDE,
+    TUNE_PATHS,
 )
-BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
-TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
+
 SPLITS = ("tune", "held")
 MIN_HELD_ACCURACY = 0.90
 MAX_WRONG_RATE = 0.03
@@ -472,13 +270,12 @@ def corpus_markdown(
     sources = sorted({re.sub(r"^https://github\.com/([^/]+/[^/]+)/.*", r"\1", e.source) for e in corpus_entries})
     corpus_file, held_file = _rel(CORPUS_PATH), _rel(held_path)
     tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
-    ordinals = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
     blind_lines: list[str] = []
     blind_tables: list[str] = []
     for i, (path, held_score) in enumerate(BLIND_SCORES):
         total = held_rows(held_score)[-1]
         right, wrong = total[2] / total[1], total[4] / total[1]
-        nth = ordinals[min(i, len(ordinals) - 1)]
+        nth = ORDINALS[min(i, len(ORDINALS) - 1)]
         blind_lines += [
             f"  - `{_rel(path)}` ({len(files.get(path.name, []))} entries): the {nth} set collected",
             "    blind, by someone who had not seen the signature table. It was scored once as the held-back",

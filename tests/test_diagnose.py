@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from orchestrator import diagnose as diag
 from orchestrator import diagnose_words
 from orchestrator.cli import main
-from orchestrator.diagnose_corpus import (
+from orchestrator.diagnose_blind import (
     BLIND_1_PATH,
     BLIND_2_PATH,
     BLIND_3_PATH,
@@ -26,9 +26,11 @@ from orchestrator.diagnose_corpus import (
     BLIND_9_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
+    TUNE_PATHS,
+)
+from orchestrator.diagnose_corpus import (
     MAX_WRONG_RATE,
     MIN_HELD_ACCURACY,
-    TUNE_PATHS,
     CorpusError,
     Entry,
     Score,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnose_corpus import BLIND_SCORES
+from orchestrator.diagnose_blind import BLIND_SCORES
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench" / "diagnose_history.py"
