@@ -47,6 +47,7 @@ SCORED_WITH = {
     "blind-7.yaml": "e15250b",
     "blind-8.yaml": "761d083",
     "blind-9.yaml": "da524fd",
+    "blind-10.yaml": "79835ec",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

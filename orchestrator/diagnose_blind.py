@@ -37,6 +37,12 @@ their entries:
   table; scored once as the held-back part (BLIND_9_HELD_SCORE), then folded
   into tune. Its entry whose label its checking reader did not find supported
   stays aside in blind-9-disputed.yaml.
+- tests/data/diagnosis/blind-10.yaml: the tenth set collected blind to the
+  table; scored once as the held-back part (BLIND_10_HELD_SCORE), then folded
+  into tune. Its entry from another stack (blind-10-offstack.yaml), its entry
+  whose thread the table already cited (blind-10-cited.yaml) and the two
+  entries of a thread its collectors labelled two ways (blind-10-disputed.yaml)
+  stay aside.
 
 The *held-back* part (`HELDBACK_PATH`) is the next set collected blind to the table;
 orchestrator/diagnose_corpus.py loads and scores them.
@@ -58,6 +64,7 @@ BLIND_6_PATH = DATA_DIR / "blind-6.yaml"  # tune: the sixth blind set, scored on
 BLIND_7_PATH = DATA_DIR / "blind-7.yaml"  # tune: the seventh blind set, scored once as held back
 BLIND_8_PATH = DATA_DIR / "blind-8.yaml"  # tune: the eighth blind set, scored once as held back
 BLIND_9_PATH = DATA_DIR / "blind-9.yaml"  # tune: the ninth blind set, scored once as held back
+BLIND_10_PATH = DATA_DIR / "blind-10.yaml"  # tune: the tenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -101,6 +108,19 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-9-disputed.yaml",
             "whose label the reader who checked the set against its threads did not find supported",
             (1, 0, 1, 0),
+        ),
+    ),
+    BLIND_10_PATH: (
+        SetAside(DATA_DIR / "blind-10-offstack.yaml", "from another stack (TensorFlow's own TPU stack)", (1, 0, 1, 0)),
+        SetAside(
+            DATA_DIR / "blind-10-cited.yaml",
+            "whose thread the table already cited as a signature source",
+            (1, 1, 0, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-10-disputed.yaml",
+            "from one thread that two of its collectors labelled with different layers",
+            (2, 1, 0, 1),
         ),
     ),
 }
@@ -210,6 +230,15 @@ BLIND_9_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (2, 0, 1, 1),
     "other": (5, 5, 0, 0),
 }
+BLIND_10_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (5, 3, 1, 1),
+    "runtime-proof": (2, 1, 1, 0),
+    "bundle-skew": (13, 8, 4, 1),
+    "memory": (3, 2, 1, 0),
+    "collective": (1, 1, 0, 0),
+    "disk": (3, 0, 3, 0),
+    "other": (9, 7, 0, 2),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -221,6 +250,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_7_PATH, BLIND_7_HELD_SCORE),
     (BLIND_8_PATH, BLIND_8_HELD_SCORE),
     (BLIND_9_PATH, BLIND_9_HELD_SCORE),
+    (BLIND_10_PATH, BLIND_10_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)

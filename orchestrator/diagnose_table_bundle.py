@@ -228,6 +228,38 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "AttributeError: module 'jax.core' has no attribute 'Shape'",
     ),
     sig(
+        "crypto-library-skew",
+        "bundle-skew",
+        # paramiko, pyOpenSSL and friends call into `cryptography`; an older or newer cryptography than
+        # the one they were released against lacks a name they use, so the failure surfaces inside an
+        # SSH connect or an HTTPS import although nothing on the network failed (paramiko/paramiko#1007,
+        # #1498, #1492; pyca/pyopenssl#1142). Above ssh-client-frame, which such a traceback also matches.
+        66,
+        r"module '(cryptography|OpenSSL|nacl|bcrypt)\b[\w.]*' has no attribute|module 'lib' has no attribute 'X509_"
+        r"|'_?\w*(PublicNumbers|PrivateNumbers|PublicKey|PrivateKey|Backend|CipherContext)' object has no attribute"
+        r"|type object '_?\w*(PublicKey|PrivateKey)' has no attribute",
+        "The installed `cryptography` does not match what paramiko or pyOpenSSL were released against: "
+        "install the versions that belong together (`pip install -U cryptography pyopenssl` in that "
+        "environment, or orch's own locked environment for the controller).",
+        "https://github.com/paramiko/paramiko/issues/1007",
+        "AttributeError: 'EllipticCurvePublicNumbers' object has no attribute 'encode_point'",
+    ),
+    sig(
+        "torch-xla-deprecated-api",
+        "bundle-skew",
+        # a symptom: torch_xla warns once per call of an API it has deprecated (2.5/2.6 for xrt_world_size
+        # and get_ordinal, gone in 2.7), so the calling library was written for an older torch_xla; any
+        # more specific failure in the same log wins (huggingface/transformers#37301)
+        30,
+        r"\btorch_xla\.[\w.]+(\(\))? (will be removed in release [\d.]+\. )?is deprecated\. Use torch_xla\."
+        r"|\bfunction \w+ will be deprecated in release \d+\.\d+",
+        "A library calls torch_xla APIs this torch_xla deprecated (the next release removes them): "
+        "install the library release made for this torch_xla, or pin the torch_xla it was made for, as one bundle.",
+        "https://github.com/huggingface/transformers/issues/37301",
+        "WARNING:root:torch_xla.core.xla_model.xrt_world_size() will be removed in release 2.7. is deprecated. "
+        "Use torch_xla.runtime.world_size instead.",
+    ),
+    sig(
         "jax-removed-api-frame",
         "bundle-skew",
         60,

@@ -161,7 +161,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "disk",
         75,
         # torch.save's zip writer failing mid-file: the filesystem filled (or errored) under it
-        r"PytorchStreamWriter failed writing file \S+: file write failed",
+        r"PytorchStreamWriter failed writing file \S+: file write failed"
+        # the writer's end-of-file check after a short write (pytorch/pytorch#156955, #121833)
+        r"|inline_container\.cc:\d+\] \. ?unexpected pos \d+ vs \d+",
         "A checkpoint write failed mid-file, almost always a full disk or quota: free space on the "
         "checkpoint filesystem or point it at a larger one.",
         "https://github.com/zai-org/ChatGLM-6B/issues/1166",

@@ -243,6 +243,20 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "socket.gaierror: [Errno -2] Name or service not known",
     ),
     sig(
+        "gcp-api-scope-denied",
+        "transport",
+        # Google Cloud's API refusing the caller's OAuth token for lack of a scope: the VM the request
+        # comes from was created without the scope (or the account lacks the role) for the TPU API
+        # (tensorflow/tpu#596; the same 403 from any Cloud API: cloudyr/googleComputeEngineR#155)
+        55,
+        r"Request had insufficient authentication scopes|\bACCESS_TOKEN_SCOPE_INSUFFICIENT\b",
+        "The controller's Google credentials lack the scope for the API it called (a VM created without "
+        "the cloud-platform scope, or an account without the TPU roles): give the VM's service account "
+        "the scope, or run `gcloud` as an account that has it.",
+        "https://github.com/tensorflow/tpu/issues/596",
+        "Error: API returned: Insufficient Permission: Request had insufficient authentication scopes.",
+    ),
+    sig(
         "ssh-key-unreadable",
         "transport",
         70,

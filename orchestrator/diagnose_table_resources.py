@@ -164,7 +164,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"|\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(os error 12\)"
         # NumPy's own refusal for a host array
         r"|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape"
-        r"|errno[:=] ?12\b.{0,40}Cannot allocate memory|'Cannot allocate memory' \(errno=12\)",
+        r"|errno[:=] ?12\b.{0,40}Cannot allocate memory|'Cannot allocate memory' \(errno=12\)"
+        # XLA:CPU's LLVM JIT refused memory for compiled code (jax-ml/jax#11923, pasteurlabs/mosaic#15)
+        r"|\b(JIT session|LLVM compilation) error: Cannot allocate memory"
+        r"|releaseMappedMemory failed with error: Cannot allocate memory|\bLLVM ERROR: out of memory",
         "Host RAM ran out (the allocator got ENOMEM): lower the batch, the data-loading workers or the "
         "processes per host, and check for leftover processes holding memory.",
         "https://github.com/Esri/arcgis-python-api/issues/743",

@@ -146,7 +146,11 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "torch-xla-runtime-already-initialized",
         "runtime-proof",
         65,
-        r"\b(XLA )?[Rr]untime (is )?(already|ALREADY) initiali[sz]ed",
+        r"\b(XLA )?[Rr]untime (is )?(already|ALREADY) initiali[sz]ed"
+        # the same mistake seen from the child: the parent had already loaded the TPU PJRT plugin
+        # (an XLA device or availability check before spawn, or two frontends loading libtpu in one
+        # process), so the child's load is refused (huggingface/accelerate#2467)
+        r"|PJRT_Api already exists for device type \w+",
         "An XLA device was used before xmp.spawn: set policy and spawn before creating any XLA tensor "
         "(and call use_spmd() before any tensor exists).",
         "https://github.com/pytorch/xla/issues/9303",

@@ -24,6 +24,7 @@ from orchestrator.diagnose_blind import (
     BLIND_7_PATH,
     BLIND_8_PATH,
     BLIND_9_PATH,
+    BLIND_10_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1086,6 +1087,50 @@ CLASS_VARIANTS = [
         "inductor-cache-dir-unresolvable",
         '  File ".../torch/_inductor/runtime/cache_dir_utils.py", line 23, in default_cache_dir',
     ),
+    # the tenth blind set's classes, each in another thread's or release's words
+    ("crypto-library-skew", "AttributeError: module 'cryptography.utils' has no attribute 'bit_length'"),
+    ("crypto-library-skew", "type object 'EllipticCurvePublicKey' has no attribute 'from_encoded_point'"),
+    ("crypto-library-skew", "AttributeError: 'Backend' object has no attribute 'x25519_supported'"),
+    ("crypto-library-skew", "AttributeError: module 'lib' has no attribute 'X509_V_FLAG_CB_ISSUER_CHECK'"),
+    (
+        "torch-xla-deprecated-api",
+        "WARNING:root:torch_xla.experimental.tpu.num_available_chips is deprecated. Use "
+        "torch_xla._internal.tpu.num_available_chips instead.",
+    ),
+    (
+        "torch-xla-deprecated-api",
+        "WARNING:root:torch_xla.core.xla_model.xla_model.get_ordinal() will be removed in release 2.7. is "
+        "deprecated. Use torch_xla.runtime.global_ordinal instead.",
+    ),
+    ("torch-xla-deprecated-api", "function parse_xla_device will be deprecated in release 2.5"),
+    (
+        "torch-save-write-failed",
+        "RuntimeError: [enforce fail at inline_container.cc:664] . unexpected pos 704 vs 598",
+    ),
+    (
+        "torch-save-write-failed",
+        "RuntimeError: [enforce fail at inline_container.cc:659] .unexpected pos 2387758464 vs 2387758376",
+    ),
+    (
+        "host-alloc-enomem",
+        "E0519 19:21:46.312134  139941 execution_engine.cc:54] LLVM compilation error: Cannot allocate memory",
+    ),
+    (
+        "host-alloc-enomem",
+        "E0519 19:21:47.420350  139934 contiguous_section_memory_manager.cc:70] releaseMappedMemory failed with "
+        "error: Cannot allocate memory",
+    ),
+    ("host-alloc-enomem", "LLVM ERROR: out of memory"),
+    (
+        "gcp-api-scope-denied",
+        "Error: API returned: Insufficient Permission: Request had insufficient authentication scopes.",
+    ),
+    ("gcp-api-scope-denied", "   details: 'Request had insufficient authentication scopes.',"),
+    (
+        "torch-xla-runtime-already-initialized",
+        "E0000 00:00:1708382221.197251   23274 pjrt_registry.cc:117] ALREADY_EXISTS: PJRT_Api already exists for "
+        "device type tpu",
+    ),
 ]
 
 
@@ -1330,6 +1375,10 @@ NOT_THE_CLASS = [
     ("Environment variable HF_TOKEN expected, but not set", None),  # not the launcher's rendezvous env
     ("AttributeError: 'jaxlib._jax.ArrayImpl' object has no attribute 'numpy'", None),  # the program's own
     ("write(): fd 3 failed with Broken pipe", None),
+    ("AttributeError: 'SSHClient' object has no attribute 'exec'", None),  # the program's own
+    ("AttributeError: 'NoneType' object has no attribute 'private_bytes'", None),  # a missing key, not skew
+    ("RuntimeError: [enforce fail at inline_container.cc:212] . file not found: archive/constants.pkl", None),
+    ("DeprecationWarning: jax.tree_map is deprecated. Use jax.tree.map instead.", None),  # works in this jax
 ]
 
 
@@ -1532,13 +1581,13 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 10))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 11))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
     assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
-    assert files.count(BLIND_9_PATH.name) == 54
+    assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1614,7 +1663,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.915 and tune.total.wrong <= 15, tune.total
+    assert tune.total.accuracy >= 0.913 and tune.total.wrong <= 16, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1633,6 +1682,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.85 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_9_PATH), "tune")  # 59.3 % right, 2 wrong when it was held back
     assert blind.total.accuracy >= 0.90 and blind.total.wrong <= 2, blind.total
+    blind = score(load_corpus(BLIND_10_PATH), "tune")  # 61.1 % right, 4 wrong when it was held back
+    assert blind.total.accuracy >= 0.83 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1665,6 +1716,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-7.yaml",
         "blind-8.yaml",
         "blind-9.yaml",
+        "blind-10.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1675,6 +1727,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-7.yaml"]["entries"] == 40
     assert doc["tune"]["per_file"]["blind-8.yaml"]["entries"] == 75
     assert doc["tune"]["per_file"]["blind-9.yaml"]["entries"] == 54
+    assert doc["tune"]["per_file"]["blind-10.yaml"]["entries"] == 36
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
