@@ -21,11 +21,25 @@ FRAME_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
 )
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
+# A traceback that ends in one of these failed in Python itself, not in what the code was reaching: a
+# module or name missing from the installed packages (an SSH client under the wrong `cryptography` or
+# without its crypto module: paramiko/paramiko#1007, fabric/fabric#14 of the fabric3 fork) or a
+# program's own bug. Where its deepest frame runs says nothing about the owning layer then.
+_PYTHON_ERROR = re.compile(
+    r"^\s*(\w+\.)*(ImportError|ModuleNotFoundError|AttributeError|NameError|SyntaxError|TypeError)\b(:|$)", re.M
+)
 
 
 def frame_layer(text: str) -> str | None:
-    """The layer of the code the log's deepest traceback frame runs in (`FRAME_LAYERS`), if any."""
-    frames = _FRAME.findall(text)
-    if not frames:
+    """The layer of the code the log's deepest traceback frame runs in (`FRAME_LAYERS`), if any.
+
+    None when the exception after that frame is a Python error (`_PYTHON_ERROR`): a missing module
+    or name, or a program's own bug, whichever library's code raised it.
+    """
+    matches = list(_FRAME.finditer(text))
+    if not matches:
         return None
-    return next((layer for pattern, layer in FRAME_LAYERS if pattern.search(frames[-1])), None)
+    after = text[matches[-1].end() :]
+    if _PYTHON_ERROR.search(after):
+        return None
+    return next((layer for pattern, layer in FRAME_LAYERS if pattern.search(matches[-1].group(1))), None)

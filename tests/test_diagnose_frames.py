@@ -62,6 +62,31 @@ def test_only_the_deepest_frame_counts():
     assert frame_layer("paramiko.ssh_exception.SSHException: Error reading SSH protocol banner\n") is None
 
 
+@pytest.mark.parametrize(
+    "last",
+    [
+        "ImportError: No module named Crypto.Cipher",
+        "ModuleNotFoundError: No module named 'cryptography'",
+        "AttributeError: 'EllipticCurvePublicNumbers' object has no attribute 'encode_point'",
+        "NameError: name 'temp_path' is not defined",
+        "TypeError: connect() got an unexpected keyword argument 'disabled_algorithms'",
+        "builtins.AttributeError: 'NoneType' object has no attribute 'send'",
+    ],
+)
+def test_a_python_error_in_a_librarys_frame_is_not_that_librarys_layer(last):
+    # a missing module or name, or a program's bug, raised in an SSH client's (or the gang's) code
+    assert frame_layer(trace("deploy.py", f"{SITE}/paramiko/transport.py", last=last)) is None
+    assert frame_layer(trace("main.py", f"{SITE}/torch/distributed/rendezvous.py", last=last)) is None
+
+
+def test_an_error_named_like_a_python_error_elsewhere_still_counts():
+    # the exception line is an OS error; a Python error's name in the text before the frame is not it
+    text = "TypeError earlier, retried\n" + trace(
+        f"{SITE}/paramiko/client.py", last="paramiko.ssh_exception.NoValidConnectionsError: [Errno None] Unable"
+    )
+    assert frame_layer(text) == "transport"
+
+
 def test_a_traceback_in_an_ssh_library_answers_transport_with_low_confidence():
     v = diag.verdict(PARAMIKO)
     assert (v.layer, v.confidence, v.basis) == ("transport", "low", "frame")
