@@ -6,43 +6,14 @@ their entries:
 - tests/data/diagnosis/corpus.yaml: short excerpts of real failure logs copied
   from public issue threads, collected by the same hand that wrote the
   signature table.
-- tests/data/diagnosis/blind-1.yaml: collected blind to the table, in the same
-  format, by someone who had not seen it; scored once as the held-back part
-  (BLIND_1_HELD_SCORE), then folded into tune.
-- tests/data/diagnosis/blind-2.yaml: the second set collected blind to the
-  table; scored once as the held-back part (BLIND_2_HELD_SCORE), then folded
-  into tune.
-- tests/data/diagnosis/blind-3.yaml: the third set collected blind to the
-  table; scored once as the held-back part (BLIND_3_HELD_SCORE), then folded
-  into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-3-offstack.yaml (see SET_ASIDE) and are never counted.
-- tests/data/diagnosis/blind-4.yaml: the fourth set collected blind to the
-  table; scored once as the held-back part (BLIND_4_HELD_SCORE), then folded
-  into tune.
-- tests/data/diagnosis/blind-5.yaml: the fifth set collected blind to the
-  table; scored once as the held-back part (BLIND_5_HELD_SCORE), then folded
-  into tune.
-- tests/data/diagnosis/blind-6.yaml: the sixth set collected blind to the
-  table; scored once as the held-back part (BLIND_6_HELD_SCORE), then folded
-  into tune. Its entries from other stacks, set aside before scoring, stay in
-  blind-6-offstack.yaml (see SET_ASIDE) and are never counted.
-- tests/data/diagnosis/blind-7.yaml: the seventh set collected blind to the
-  table; scored once as the held-back part (BLIND_7_HELD_SCORE), then folded
-  into tune. Its entry from another stack stays in blind-7-offstack.yaml.
-- tests/data/diagnosis/blind-8.yaml: the eighth set collected blind to the
-  table; scored once as the held-back part (BLIND_8_HELD_SCORE), then folded
-  into tune. Its entry from another stack (blind-8-offstack.yaml) and its two
-  entries whose threads the table already cited (blind-8-cited.yaml) stay aside.
-- tests/data/diagnosis/blind-9.yaml: the ninth set collected blind to the
-  table; scored once as the held-back part (BLIND_9_HELD_SCORE), then folded
-  into tune. Its entry whose label its checking reader did not find supported
-  stays aside in blind-9-disputed.yaml.
-- tests/data/diagnosis/blind-10.yaml: the tenth set collected blind to the
-  table; scored once as the held-back part (BLIND_10_HELD_SCORE), then folded
-  into tune. Its entry from another stack (blind-10-offstack.yaml), its entry
-  whose thread the table already cited (blind-10-cited.yaml) and the two
-  entries of a thread its collectors labelled two ways (blind-10-disputed.yaml)
-  stay aside.
+- tests/data/diagnosis/blind-N.yaml, N = 1, 2, ... in the order of `BLIND_SCORES`:
+  each collected blind to the table, in the same format, by someone who had not
+  seen it; scored once as the held-back part (BLIND_N_HELD_SCORE), then folded
+  into tune. Each file's header says how it was collected, checked and scored.
+
+Entries set aside before a blind set was scored (from other stacks, from threads the
+table already cited, or labelled two ways) stay in the files `SET_ASIDE` names, each
+with its one score beside the set; they are never counted and never tuned on.
 
 The *held-back* part (`HELDBACK_PATH`) is the next set collected blind to the table;
 orchestrator/diagnose_corpus.py loads and scores them.
