@@ -23,7 +23,7 @@ FRAME_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
 # A traceback that ends in one of these failed in Python itself, not in what the code was reaching: a
 # module or name missing from the installed packages (an SSH client under the wrong `cryptography` or
-# without its crypto module: paramiko/paramiko#1007, fabric/fabric#14 of the fabric3 fork) or a
+# without its crypto module: paramiko/paramiko#1007; mathiasertl/fabric#14, the fabric3 fork) or a
 # program's own bug. Where its deepest frame runs says nothing about the owning layer then.
 _PYTHON_ERROR = re.compile(
     r"^\s*(\w+\.)*(ImportError|ModuleNotFoundError|AttributeError|NameError|SyntaxError|TypeError)\b(:|$)", re.M

@@ -151,8 +151,9 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         # (an XLA device or availability check before spawn, or two frontends loading libtpu in one
         # process), so the child's load is refused (huggingface/accelerate#2467)
         r"|PJRT_Api already exists for device type \w+",
-        "An XLA device was used before xmp.spawn: set policy and spawn before creating any XLA tensor "
-        "(and call use_spmd() before any tensor exists).",
+        "The runtime was started twice: an XLA device (or a device query) was used before xmp.spawn, or "
+        "two frontends loaded libtpu in one process; set policy and spawn before creating any XLA tensor "
+        "(call use_spmd() before any tensor exists) and keep one frontend per process.",
         "https://github.com/pytorch/xla/issues/9303",
         "RuntimeError: Runtime is already initialized. Do not use the XLA device before calling xmp.spawn.",
     ),
