@@ -48,6 +48,7 @@ SCORED_WITH = {
     "blind-8.yaml": "761d083",
     "blind-9.yaml": "da524fd",
     "blind-10.yaml": "79835ec",
+    "blind-11.yaml": "14726c1",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

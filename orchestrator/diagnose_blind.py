@@ -36,6 +36,7 @@ BLIND_7_PATH = DATA_DIR / "blind-7.yaml"  # tune: the seventh blind set, scored 
 BLIND_8_PATH = DATA_DIR / "blind-8.yaml"  # tune: the eighth blind set, scored once as held back
 BLIND_9_PATH = DATA_DIR / "blind-9.yaml"  # tune: the ninth blind set, scored once as held back
 BLIND_10_PATH = DATA_DIR / "blind-10.yaml"  # tune: the tenth blind set, scored once as held back
+BLIND_11_PATH = DATA_DIR / "blind-11.yaml"  # tune: the eleventh blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -92,6 +93,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-10-disputed.yaml",
             "from one thread that two of its collectors labelled with different layers",
             (2, 1, 0, 1),
+        ),
+    ),
+    BLIND_11_PATH: (
+        SetAside(
+            DATA_DIR / "blind-11-offstack.yaml",
+            "on GPU-only compilation caches (Triton's, TorchInductor's on GPU)",
+            (6, 0, 6, 0),
         ),
     ),
 }
@@ -210,6 +218,17 @@ BLIND_10_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (3, 0, 3, 0),
     "other": (9, 7, 0, 2),
 }
+BLIND_11_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (7, 4, 3, 0),
+    "device-ownership": (2, 1, 1, 0),
+    "runtime-proof": (4, 2, 2, 0),
+    "bundle-skew": (8, 5, 3, 0),
+    "cache": (1, 0, 1, 0),
+    "memory": (5, 2, 3, 0),
+    "collective": (4, 1, 3, 0),
+    "disk": (3, 2, 1, 0),
+    "other": (4, 2, 0, 2),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -222,9 +241,10 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_8_PATH, BLIND_8_HELD_SCORE),
     (BLIND_9_PATH, BLIND_9_HELD_SCORE),
     (BLIND_10_PATH, BLIND_10_HELD_SCORE),
+    (BLIND_11_PATH, BLIND_11_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
 
 # How docs/troubleshooting.md names each blind set, in the order of BLIND_SCORES.
-ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh")

@@ -25,8 +25,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "bundle-skew",
         95,
         # Both directions of the check jax runs at import; newer releases wrap the first after "jax".
-        r"jaxlib is version \S+, but this version of jax\b|jaxlib version \S+ is newer than and incompatible with jax",
-        "jax and jaxlib come from different releases: install the pair the bundle pins.",
+        r"jaxlib is version \S+, but this version of jax\b|jaxlib version \S+ is newer than and incompatible with jax"
+        # jax's check of a backend plugin wheel (jax-cuda12-plugin, ...) against jaxlib (ma-gilles/recovar#64)
+        r"|JAX plugin \S+ version \S+ is installed,?\s*($|but it is not compatible with the installed jaxlib)",
+        "jax, jaxlib and its plugin wheels come from different releases: install the set the bundle pins.",
         "https://github.com/jax-ml/jax/issues/15876",
         "Windows RuntimeError: jaxlib is version 0.3.25, but this version of jax requires version >= 0.4.7.",
     ),
@@ -194,7 +196,13 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"\.so(\.[\w.]+)?: undefined symbol: \w+"
         r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file"
         # a wheel built against a newer C or C++ runtime than the host's (glibc, libstdc++)
-        r"|version [`'\u2018]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+['\u2019]? not found \(required by",
+        r"|version [`'\u2018]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+['\u2019]? not found \(required by"
+        # jax finding CUDA libraries older than those it was built against, before it drops to CPU
+        # (conda-forge/jaxlib-feedstock#277)
+        r"|Outdated (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL|NVRTC|nvJitLink) installation found"
+        # two copies of TensorFlow's op registry in one process: an older torch_xla carries its own
+        # TensorFlow and the pip tensorflow package registers the same ops again (pytorch/xla#2524)
+        r"|Check failed: existing == nullptr .*already registered",
         "A compiled extension was built against another version of a library it loads: install the "
         "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
         "https://github.com/conda-forge/jaxlib-feedstock/issues/139",

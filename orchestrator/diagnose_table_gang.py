@@ -168,6 +168,18 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         consequence=True,
     ),
     sig(
+        "jax-task-restarted",
+        "collective",
+        # the coordination service seeing a task register again while its old session lives: a process
+        # restarted (or a retry's new gang reused the coordinator's port: marin-community/marin#7650)
+        55,
+        r"tried to connect with a different incarnation",
+        "A JAX process restarted while the coordinator still held its earlier session: tear the whole gang "
+        "down and relaunch it together (a fresh coordinator port per launch), not one process.",
+        "https://github.com/marin-community/marin/issues/7650",
+        "ABORTED: 5 unexpectedly tried to connect with a different incarnation. It has likely restarted.",
+    ),
+    sig(
         "jax-tasks-unhealthy",
         "collective",
         55,

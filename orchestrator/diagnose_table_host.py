@@ -15,7 +15,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         85,
         r"[Nn]o space left on device|\bENOSPC\b|Not enough free space to write \d+ bytes"
         # TensorFlow/TSL file writes map ENOSPC to RESOURCE_EXHAUSTED naming the file being written
-        r"|Resource exha\w*: ?(?!/job:)\.{0,2}/[\w.-]+/\S+|ResourceExhaustedError: \S+\.tempstate\d+",
+        r"|Resource exha\w*: ?(?!/job:)\.{0,2}/[\w.-]+/\S+|ResourceExhaustedError: \S+\.tempstate\d+"
+        # huggingface_hub's check before a model download (AI-Hypercomputer/tpu-recipes#148)
+        r"|Not enough free disk space to download the file",
         "A filesystem is full: the message names the path; free space there (old checkpoints, caches, "
         "docker images, /dev/shm) or move it to a larger disk.",
         "https://github.com/hpcaitech/Open-Sora/issues/663",

@@ -23,7 +23,10 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "ssh-host-key-verification-failed",
         "transport",
         85,
-        r"Host key verification failed\.",
+        r"Host key verification failed\."
+        # OpenSSH asking to trust a key it has never seen (in a batch run nobody answers, and the
+        # connection fails), and asyncssh refusing the same key (ronf/asyncssh#361)
+        r"|The authenticity of host '[^']*' can't be established|\bHostKeyNotVerifiable\b|Host key is not trusted",
         "The worker's host key is unknown or differs from known_hosts: verify its fingerprint and add "
         "it to the fleet's known_hosts; never switch off strict checking.",
         "https://github.com/5calV/BytesOfProgress/issues/24",
@@ -159,7 +162,10 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         r"|client_loop: send disconnect: Broken pipe|^Write failed: Broken pipe"
         r"|(packet_write_wait|ssh_dispatch_run_fatal): Connection to \S+ port \d+: "
         r"(Broken pipe|Connection reset by peer|Operation timed out)"
-        r"|^Connection (closed|reset) by \S+ port \d+",
+        r"|^Connection (closed|reset) by \S+ port \d+"
+        # asyncssh's wording, also when the server dropped the connection before login (ronf/asyncssh#55:
+        # sshd's MaxStartups refusing concurrent unauthenticated connections)
+        r"|\b(DisconnectError|ConnectionLost)\W+(Disconnect Error: )?Connection lost",
         "The SSH session to the worker dropped mid-command: check the worker is still up (preemption, "
         "reboot, OOM of sshd) and the network path; the remote command may still be running.",
         "https://github.com/pytorch/xla/issues/3129",
@@ -247,12 +253,15 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "transport",
         # Google Cloud's API refusing the caller's OAuth token for lack of a scope: the VM the request
         # comes from was created without the scope (or the account lacks the role) for the TPU API
-        # (tensorflow/tpu#596; the same 403 from any Cloud API: cloudyr/googleComputeEngineR#155)
+        # (tensorflow/tpu#596; the same 403 from any Cloud API: cloudyr/googleComputeEngineR#155); and
+        # the container registry refusing a push with no credentials at all, when the launcher's host
+        # never set up docker's credential helper (AI-Hypercomputer/maxtext#1557)
         55,
-        r"Request had insufficient authentication scopes|\bACCESS_TOKEN_SCOPE_INSUFFICIENT\b",
-        "The controller's Google credentials lack the scope for the API it called (a VM created without "
-        "the cloud-platform scope, or an account without the TPU roles): give the VM's service account "
-        "the scope, or run `gcloud` as an account that has it.",
+        r"Request had insufficient authentication scopes|\bACCESS_TOKEN_SCOPE_INSUFFICIENT\b"
+        r"|denied: Unauthenticated request|denied: Permission \\?\"artifactregistry\.repositories\.\w+\\?\" denied",
+        "The controller's Google credentials lack the scope or role for the API it called (a VM created "
+        "without the cloud-platform scope, an account without the TPU roles, docker without `gcloud auth "
+        "configure-docker`): give the VM's service account the scope, or run as an account that has it.",
         "https://github.com/tensorflow/tpu/issues/596",
         "Error: API returned: Insufficient Permission: Request had insufficient authentication scopes.",
     ),

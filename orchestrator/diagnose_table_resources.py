@@ -187,6 +187,20 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "Exception in device=TPU:6: DataLoader worker (pid(s) 1235) exited unexpectedly",
     ),
     sig(
+        "cudnn-algorithm-search-failed",
+        "memory",
+        # XLA's autotuner found no cuDNN algorithm that runs: most often the GPU heap JAX preallocated
+        # left cuDNN no room for its workspace (jax-ml/jax#8506, a maintainer's diagnosis; the same in
+        # EXLA: elixir-nx/nx#1000), so a lower memory fraction fixes it. Below the confident
+        # signatures: a cuDNN the jaxlib was not built for fails the same way.
+        25,
+        r"Failed to determine best cudnn convolution algorithm|All algorithms tried for .*cudnn.* failed",
+        "cuDNN could not run any convolution algorithm, most often for lack of free GPU memory beside the "
+        "preallocated heap: lower XLA_PYTHON_CLIENT_MEM_FRACTION (or disable preallocation) and retry.",
+        "https://github.com/jax-ml/jax/issues/8506",
+        "RuntimeError: UNKNOWN: Failed to determine best cudnn convolution algorithm",
+    ),
+    sig(
         "accelerator-framework-oom",
         "memory",
         80,

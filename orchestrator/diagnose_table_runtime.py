@@ -60,9 +60,10 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "no-tpu-platform",
         "runtime-proof",
         75,
-        r"No TPU [Pp]latform (available|found)",
+        # torch_xla's wording (pytorch/xla#4036: TPU_LIBRARY_PATH set to /dev/null, so libtpu never loaded)
+        r"No TPU [Pp]latform (available|found)|TpuPlatform is not available",
         "No TPU platform registered: libtpu is missing, did not initialise, or does not match this "
-        "frontend; check the probe's device and bundle checks.",
+        "frontend (or TPU_LIBRARY_PATH points elsewhere); check the probe's device and bundle checks.",
         "https://github.com/jax-ml/jax/issues/13260",
         "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: No TPU Platform available.",
     ),
@@ -180,6 +181,18 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "runtime profile; a CPU answer on a TPU lane is a failure.",
         "https://github.com/pytorch/xla/issues/8626",
         "WARNING:root:Defaulting to PJRT_DEVICE=CPU",
+    ),
+    sig(
+        "torch-xla-runtime-defaulted",
+        "runtime-proof",
+        # torch_xla choosing its runtime at import because no runtime env was set: whatever the launcher
+        # sets later is ignored (pytorch/xla#4630, xla_dist setting XRT's env after import)
+        30,
+        r"XRT configuration not detected\. Defaulting to (preview )?PJRT",
+        "torch_xla chose its runtime at import from an env that named none: set PJRT_DEVICE (and the "
+        "launcher's runtime env) in the lane's runtime profile, before torch_xla is imported.",
+        "https://github.com/pytorch/xla/pull/4630",
+        "WARNING:torch_xla:XRT configuration not detected. Defaulting to preview PJRT runtime.",
     ),
     sig(
         "jax-no-gpu-tpu-fallback",

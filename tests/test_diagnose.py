@@ -25,6 +25,7 @@ from orchestrator.diagnose_blind import (
     BLIND_8_PATH,
     BLIND_9_PATH,
     BLIND_10_PATH,
+    BLIND_11_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1581,13 +1582,14 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 11))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 12))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
     assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
     assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
+    assert files.count(BLIND_11_PATH.name) == 38
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1663,7 +1665,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.913 and tune.total.wrong <= 16, tune.total
+    assert tune.total.accuracy >= 0.909 and tune.total.wrong <= 18, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1684,6 +1686,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.90 and blind.total.wrong <= 2, blind.total
     blind = score(load_corpus(BLIND_10_PATH), "tune")  # 61.1 % right, 4 wrong when it was held back
     assert blind.total.accuracy >= 0.83 and blind.total.wrong <= 1, blind.total
+    blind = score(load_corpus(BLIND_11_PATH), "tune")  # 50.0 % right, 2 wrong when it was held back
+    assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1717,6 +1721,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-8.yaml",
         "blind-9.yaml",
         "blind-10.yaml",
+        "blind-11.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1728,6 +1733,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-8.yaml"]["entries"] == 75
     assert doc["tune"]["per_file"]["blind-9.yaml"]["entries"] == 54
     assert doc["tune"]["per_file"]["blind-10.yaml"]["entries"] == 36
+    assert doc["tune"]["per_file"]["blind-11.yaml"]["entries"] == 38
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 

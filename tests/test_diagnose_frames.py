@@ -49,7 +49,13 @@ def no_words(monkeypatch):
         (f"{SITE}/paramiko/sftp_client.py", None),
         (f"{SITE}/torch/distributed/elastic/agent/server/api.py", None),
         (f"{SITE}/torch/distributed/launcher/api.py", None),
-        (f"{SITE}/jax/_src/distributed.py", None),
+        (f"{SITE}/jax/_src/distributed.py", "collective"),
+        (f"{SITE}/jax/_src/clusters/cluster.py", "collective"),
+        (f"{SITE}/jax/_src/lru_cache.py", "cache"),
+        (f"{SITE}/jax/_src/compilation_cache.py", "cache"),
+        # the rest of jax: any failure runs through its dispatch and compile frames
+        (f"{SITE}/jax/_src/dispatch.py", None),
+        (f"{SITE}/pip/_internal/resolution/resolvelib/resolver.py", None),
         ("train.py", None),
     ],
 )
