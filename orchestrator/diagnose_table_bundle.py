@@ -200,6 +200,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # jax finding CUDA libraries older than those it was built against, before it drops to CPU
         # (conda-forge/jaxlib-feedstock#277)
         r"|Outdated (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL|NVRTC|nvJitLink) installation found"
+        # the same check's wording in older releases (jax/_src/xla_bridge.py, _check_cuda_versions)
+        r"|Found (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL) version \d+, but JAX was built against version"
         # two copies of TensorFlow's op registry in one process: an older torch_xla carries its own
         # TensorFlow and the pip tensorflow package registers the same ops again (pytorch/xla#2524)
         r"|Check failed: existing == nullptr .*already registered",

@@ -1132,6 +1132,42 @@ CLASS_VARIANTS = [
         "E0000 00:00:1708382221.197251   23274 pjrt_registry.cc:117] ALREADY_EXISTS: PJRT_Api already exists for "
         "device type tpu",
     ),
+    # the eleventh blind set's classes, each in another thread's, release's or tool's words
+    ("ssh-host-key-verification-failed", "The authenticity of host 'github.com (140.82.121.4)' can't be established."),
+    ("ssh-host-key-verification-failed", "asyncssh.misc.HostKeyNotVerifiable: Host key is not trusted"),
+    ("ssh-connection-dropped", "asyncssh.misc.ConnectionLost: Connection lost"),
+    (
+        "gcp-api-scope-denied",
+        'denied: Permission "artifactregistry.repositories.uploadArtifacts" denied on resource '
+        '"projects/p/locations/us/repositories/r" (or it may not exist)',
+    ),
+    ("no-tpu-platform", "INVALID_ARGUMENT: TpuPlatform is not available."),
+    (
+        "jax-jaxlib-version-skew",
+        "/usr/local/lib/python3.12/dist-packages/jaxlib/plugin_support.py:71: RuntimeWarning: JAX plugin "
+        "jax_cuda12_plugin version 0.7.2 is installed, but it is not compatible with the installed jaxlib version "
+        "0.7.1, so it will not be used.",
+    ),
+    ("native-extension-mismatch", "Outdated CUDA installation found."),
+    (
+        "native-extension-mismatch",
+        "RuntimeError: Found cuDNN version 8600, but JAX was built against version 8907, which is newer. The copy "
+        "of cuDNN that is installed must be at least as new as the version against which JAX was built.",
+    ),
+    (
+        "jax-task-restarted",
+        "ABORTED: /job:jax_worker/replica:0/task:1 unexpectedly tried to connect with a different incarnation. It "
+        "has likely restarted.",
+    ),
+    (
+        "cudnn-algorithm-search-failed",
+        "XlaRuntimeError: UNKNOWN: Failed to determine best cudnn convolution algorithm for:",
+    ),
+    (
+        "disk-full",
+        "UserWarning: Not enough free disk space to download the file. The expected file size is: 9976.58 MB. The "
+        "target location /root/.cache/huggingface/hub/models--m/blobs only has 3120.21 MB free disk space.",
+    ),
 ]
 
 
@@ -1197,6 +1233,15 @@ NOT_THE_CLASS = [
         "'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",
         None,
     ),
+    # ssh adding a key it was told to trust is no failure; a second registration of the TPU platform is
+    # the runtime started twice, not two copies of a library
+    ("Warning: Permanently added '10.0.0.2' (ED25519) to the list of known hosts.", None),
+    (
+        "FAILED_PRECONDITION: TPU platform already registered for platform hardware version",
+        "tpu-platform-registered-twice",
+    ),
+    # torch_xla's CPU default keeps its own signature, below the confident ones
+    ("WARNING:root:Defaulting to PJRT_DEVICE=CPU", None),
     # a peer's connection closed in gloo or ssh is not NCCL's
     ("Connection closed by remote peer", None),
     # "No <chip> device found" stays runtime-proof: the same line follows a libtpu older than the chip
