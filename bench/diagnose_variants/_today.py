@@ -1,10 +1,14 @@
 """What the bench/diagnose_history.py variants share: today's module loaded beside an old table,
-and an old verdict turned into a low-confidence answer of today's rule."""
+today's word model fitted only on what came before the set being scored, and an old verdict turned
+into a low-confidence answer of today's rule."""
 
 import dataclasses
 import importlib.util
+import re
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,3 +39,13 @@ def wrap(old, rule):
         return dataclasses.replace(v, **named)
 
     old.verdict = verdict
+
+
+def words_before(words, scored: str):
+    """Today's word model (`words`, orchestrator/diagnose_words.py) built from the corpus files that
+    existed before blind set `scored` (a blind-N.yaml path): corpus.yaml and blind-1 to blind-(N-1)."""
+    n = re.fullmatch(r"blind-(\d+)\.yaml", Path(scored).name)
+    assert n is not None, scored
+    data = ROOT / "tests" / "data" / "diagnosis"
+    before = [data / "corpus.yaml", *(data / f"blind-{i}.yaml" for i in range(1, int(n.group(1))))]
+    return words.build((e["layer"], e["excerpt"]) for f in before for e in yaml.safe_load(f.read_text())["entries"])
