@@ -37,6 +37,7 @@ BLIND_8_PATH = DATA_DIR / "blind-8.yaml"  # tune: the eighth blind set, scored o
 BLIND_9_PATH = DATA_DIR / "blind-9.yaml"  # tune: the ninth blind set, scored once as held back
 BLIND_10_PATH = DATA_DIR / "blind-10.yaml"  # tune: the tenth blind set, scored once as held back
 BLIND_11_PATH = DATA_DIR / "blind-11.yaml"  # tune: the eleventh blind set, scored once as held back
+BLIND_12_PATH = DATA_DIR / "blind-12.yaml"  # tune: the twelfth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -100,6 +101,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-11-offstack.yaml",
             "on GPU-only compilation caches (Triton's, TorchInductor's on GPU)",
             (6, 0, 6, 0),
+        ),
+    ),
+    BLIND_12_PATH: (
+        SetAside(
+            DATA_DIR / "blind-12-offstack.yaml",
+            "on GPU-only compilation caches (Triton's, TorchInductor's on GPU)",
+            (3, 0, 2, 1),
         ),
     ),
 }
@@ -229,6 +237,17 @@ BLIND_11_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (3, 2, 1, 0),
     "other": (4, 2, 0, 2),
 }
+BLIND_12_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (6, 6, 0, 0),
+    "device-ownership": (1, 0, 1, 0),
+    "runtime-proof": (1, 0, 1, 0),
+    "bundle-skew": (17, 9, 7, 1),
+    "cache": (1, 0, 1, 0),
+    "memory": (6, 4, 2, 0),
+    "collective": (6, 4, 2, 0),
+    "disk": (3, 0, 2, 1),
+    "other": (4, 2, 0, 2),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -242,9 +261,23 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_9_PATH, BLIND_9_HELD_SCORE),
     (BLIND_10_PATH, BLIND_10_HELD_SCORE),
     (BLIND_11_PATH, BLIND_11_HELD_SCORE),
+    (BLIND_12_PATH, BLIND_12_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
 
 # How docs/troubleshooting.md names each blind set, in the order of BLIND_SCORES.
-ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh")
+ORDINALS = (
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+)

@@ -12,7 +12,8 @@ import re
 # library's (not its SFTP file operations'), or torch.distributed's rendezvous and process-group setup
 # (not the launcher's or agent's frames, which carry any worker's failure), jax.distributed's cluster
 # detection and coordinator setup (jax-ml/jax#30073: SLURM's environment half present), or JAX's
-# persistent compilation cache (jax-ml/jax#40650: its eviction failing on a file's owner). pip's frames
+# persistent compilation cache (jax-ml/jax#40650: its eviction failing on a file's owner), or jax's import
+# of the jaxlib beside it (jax-ml/jax#17693: a jaxlib whose own dependency moved underneath it). pip's frames
 # are left out: on the blind sets they changed no answer (bench/diagnose_variants/frames.py), so nothing
 # shows they would be right.
 FRAME_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -23,6 +24,7 @@ FRAME_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"[/\\]jax[/\\]_src[/\\](distributed\.py|clusters[/\\])"), "collective"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\](lru_cache|compilation_cache|cache_key)\.py"), "cache"),
+    (re.compile(r"[/\\]jax[/\\]_src[/\\]lib[/\\]__init__\.py"), "bundle-skew"),
 )
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
 # A traceback that ends in one of these failed in Python itself, not in what the code was reaching: a

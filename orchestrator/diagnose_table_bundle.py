@@ -130,6 +130,19 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "Error importing relative module: No module named 'torch_xla.experimental.splash_attention'",
     ),
     sig(
+        "torchvision-ops-missing",
+        "bundle-skew",
+        # torchvision's compiled operators did not register with the torch beside it: a torchvision
+        # wheel built for another torch release or build (+cpu against CUDA)
+        70,
+        r"operator torchvision::\w+ does not exist|No such operator torchvision::\w+"
+        r"|Couldn't load custom C\+\+ ops\. This can happen if your PyTorch and torchvision versions are incompatible",
+        "torchvision was built for another torch than the one installed: install the torchvision release "
+        "(and build: cpu, CUDA) paired with the bundle's torch.",
+        "https://github.com/pytorch/pytorch/issues/122494",
+        "RuntimeError: operator torchvision::nms does not exist",
+    ),
+    sig(
         "pjrt-api-version-mismatch",
         "bundle-skew",
         95,
@@ -204,7 +217,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|Found (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL) version \d+, but JAX was built against version"
         # two copies of TensorFlow's op registry in one process: an older torch_xla carries its own
         # TensorFlow and the pip tensorflow package registers the same ops again (pytorch/xla#2524)
-        r"|Check failed: existing == nullptr .*already registered",
+        r"|Check failed: existing == nullptr .*already registered"
+        # the same for protobuf: two extensions each linking their own copy of one .proto
+        # (tensorflow/tensorflow#61593, a TensorFlow built against the system protobuf)
+        r"|File already exists in database: \S+\.proto",
         "A compiled extension was built against another version of a library it loads: install the "
         "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
         "https://github.com/conda-forge/jaxlib-feedstock/issues/139",

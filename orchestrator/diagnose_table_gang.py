@@ -287,6 +287,22 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         consequence=True,
     ),
     sig(
+        "collective-mismatch",
+        "collective",
+        # the ranks reached different collectives (op, shape or order): torch's check under
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL, and NCCL's own (NVIDIA/nccl#296)
+        65,
+        r"Detected mismatch between collectives on ranks|NCCL WARN Mismatched collective detected",
+        "The ranks called different collectives (one skipped a barrier or a broadcast, or shapes differ by "
+        "rank): make every rank take the same path through the collectives, e.g. no per-rank timing or data "
+        "deciding whether a rank joins.",
+        "https://github.com/pytorch/pytorch/issues/78022",
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: "
+        "CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[34112], TensorDtypes=Float, "
+        "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), "
+        "requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))",
+    ),
+    sig(
         "xla-rendezvous-stuck",
         "collective",
         55,

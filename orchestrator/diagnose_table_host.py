@@ -42,7 +42,10 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         # older torch names only the signal: a worker's write to a full /dev/shm faults (pytorch/pytorch#5040)
         r"|DataLoader worker \(pid(\(s\))? [^)]*\) is killed by signal: Bus error"
         # the end of that hint when a console wraps it, and torch's own shared-memory file (/dev/shm/torch_*)
-        r"|Please try to raise your shared memory limit|unable to write to file </torch_[\d_]+>",
+        r"|Please try to raise your shared memory limit|unable to write to file </torch_[\d_]+>"
+        # NCCL's own segments for processes on one host (hiyouga/EasyR1#228, NVIDIA/nccl#1683: a container's
+        # /dev/shm too small); attaching to a segment another process removed is not this class
+        r"|Error while creating shared memory segment /dev/shm/nccl-|failed to extend /dev/shm/nccl-\S+ to \d+ bytes",
         "/dev/shm is too small for the data-loading workers: enlarge it (a container's --shm-size) or "
         "lower num_workers.",
         "https://github.com/microsoft/RepPoints/issues/18",

@@ -226,7 +226,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "resource-exhausted-allocate",
         "memory",
         70,
-        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes|OOM when allocating tensor with shape",
+        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes|OOM when allocating tensor with shape"
+        # the buffer list XLA prints only with an allocation that failed, when the error line itself was cut
+        # from the log (google-research/scenic#1005, google-research/t5x#870; google-deepmind/tapnet#48)
+        r"|^\s*(XLA [Ll]abel|Entry Parameter Subshape): \S",
         "An allocation failed for lack of device memory: reduce the footprint or shard more.",
         "https://github.com/google-deepmind/alphafold/issues/1023",
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "

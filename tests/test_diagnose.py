@@ -26,6 +26,7 @@ from orchestrator.diagnose_blind import (
     BLIND_9_PATH,
     BLIND_10_PATH,
     BLIND_11_PATH,
+    BLIND_12_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1168,6 +1169,39 @@ CLASS_VARIANTS = [
         "UserWarning: Not enough free disk space to download the file. The expected file size is: 9976.58 MB. The "
         "target location /root/.cache/huggingface/hub/models--m/blobs only has 3120.21 MB free disk space.",
     ),
+    # the twelfth set's classes in other threads' and releases' words
+    (
+        "torchvision-ops-missing",
+        "RuntimeError: Couldn't load custom C++ ops. This can happen if your PyTorch and torchvision versions are "
+        "incompatible, or if you had errors while compiling torchvision from source.",
+    ),
+    ("torchvision-ops-missing", "RuntimeError: No such operator torchvision::nms"),
+    (
+        "collective-mismatch",
+        "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, TensorShape=[195812480], TensorDtypes=BFloat16)",
+    ),
+    (
+        "collective-mismatch",
+        "init.cc:1247 NCCL WARN Mismatched collective detected, please check your collective calls at and around "
+        "rank 39.",
+    ),
+    (
+        "shm-too-small",
+        "ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to "
+        "5967876 bytes",
+    ),
+    (
+        "shm-too-small",
+        "(Runner pid=868697) Error while creating shared memory segment /dev/shm/nccl-UmqSM9 (size 7340384)",
+    ),
+    (
+        "native-extension-mismatch",
+        "E0000 00:00:1732551384.252582  551662 descriptor_database.cc:633] File already exists in database: "
+        "federated.proto",
+    ),
+    ("resource-exhausted-allocate", "                XLA Label: fusion"),
+    ("resource-exhausted-allocate", "\t\tEntry Parameter Subshape: f32[512,2048]"),
 ]
 
 
@@ -1425,6 +1459,14 @@ NOT_THE_CLASS = [
     ("AttributeError: 'NoneType' object has no attribute 'private_bytes'", None),  # a missing key, not skew
     ("RuntimeError: [enforce fail at inline_container.cc:212] . file not found: archive/constants.pkl", None),
     ("DeprecationWarning: jax.tree_map is deprecated. Use jax.tree.map instead.", None),  # works in this jax
+    # a segment another process already removed is not a full /dev/shm (NVIDIA/nccl#1589)
+    (
+        "misc/shmutils.cc:129 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-glnlGK (size "
+        "14156128), error: No such file or directory (2)",
+        None,
+    ),
+    ("import torchvision  # torchvision::nms", None),
+    ("proto files: xla_data.proto, already in the database", None),
 ]
 
 
@@ -1477,7 +1519,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 175
+    assert 30 <= len(ids) <= 185
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -1627,14 +1669,14 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 12))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 13))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
     assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
     assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
     assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
-    assert files.count(BLIND_11_PATH.name) == 38
+    assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1710,7 +1752,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.909 and tune.total.wrong <= 18, tune.total
+    assert tune.total.accuracy >= 0.897 and tune.total.wrong <= 21, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1733,6 +1775,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.83 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_11_PATH), "tune")  # 50.0 % right, 2 wrong when it was held back
     assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
+    blind = score(load_corpus(BLIND_12_PATH), "tune")  # 55.6 % right, 4 wrong when it was held back
+    assert blind.total.accuracy >= 0.68 and blind.total.wrong <= 3, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1767,6 +1811,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-9.yaml",
         "blind-10.yaml",
         "blind-11.yaml",
+        "blind-12.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1779,6 +1824,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-9.yaml"]["entries"] == 54
     assert doc["tune"]["per_file"]["blind-10.yaml"]["entries"] == 36
     assert doc["tune"]["per_file"]["blind-11.yaml"]["entries"] == 38
+    assert doc["tune"]["per_file"]["blind-12.yaml"]["entries"] == 45
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 

@@ -53,6 +53,8 @@ def no_words(monkeypatch):
         (f"{SITE}/jax/_src/clusters/cluster.py", "collective"),
         (f"{SITE}/jax/_src/lru_cache.py", "cache"),
         (f"{SITE}/jax/_src/compilation_cache.py", "cache"),
+        (f"{SITE}/jax/_src/lib/__init__.py", "bundle-skew"),
+        (f"{SITE}/jax/_src/lib/mlir/dialects/__init__.py", None),
         # the rest of jax: any failure runs through its dispatch and compile frames
         (f"{SITE}/jax/_src/dispatch.py", None),
         (f"{SITE}/pip/_internal/resolution/resolvelib/resolver.py", None),
