@@ -46,8 +46,8 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         # NCCL's own segments for processes on one host (hiyouga/EasyR1#228, NVIDIA/nccl#1683: a container's
         # /dev/shm too small); attaching to a segment another process removed is not this class
         r"|Error while creating shared memory segment /dev/shm/nccl-|failed to extend /dev/shm/nccl-\S+ to \d+ bytes",
-        "/dev/shm is too small for the data-loading workers: enlarge it (a container's --shm-size) or "
-        "lower num_workers.",
+        "/dev/shm is too small for the data-loading workers or for NCCL's segments between processes on one "
+        "host: enlarge it (a container's --shm-size) or lower num_workers.",
         "https://github.com/microsoft/RepPoints/issues/18",
         "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
     ),
