@@ -50,6 +50,7 @@ SCORED_WITH = {
     "blind-10.yaml": "79835ec",
     "blind-11.yaml": "14726c1",
     "blind-12.yaml": "83705e7",
+    "blind-13.yaml": "621e9a2",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

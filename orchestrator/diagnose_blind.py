@@ -38,6 +38,7 @@ BLIND_9_PATH = DATA_DIR / "blind-9.yaml"  # tune: the ninth blind set, scored on
 BLIND_10_PATH = DATA_DIR / "blind-10.yaml"  # tune: the tenth blind set, scored once as held back
 BLIND_11_PATH = DATA_DIR / "blind-11.yaml"  # tune: the eleventh blind set, scored once as held back
 BLIND_12_PATH = DATA_DIR / "blind-12.yaml"  # tune: the twelfth blind set, scored once as held back
+BLIND_13_PATH = DATA_DIR / "blind-13.yaml"  # tune: the thirteenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -113,6 +114,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-12-offstack.yaml",
             GPU_ONLY_CACHES,
             (3, 0, 2, 1),
+        ),
+    ),
+    BLIND_13_PATH: (
+        SetAside(
+            DATA_DIR / "blind-13-offstack.yaml",
+            "from GPU machines, on device ownership and backend discovery",
+            (4, 1, 3, 0),
         ),
     ),
 }
@@ -253,6 +261,16 @@ BLIND_12_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (3, 0, 2, 1),
     "other": (4, 2, 0, 2),
 }
+BLIND_13_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (6, 4, 2, 0),
+    "runtime-proof": (2, 1, 1, 0),
+    "bundle-skew": (15, 11, 4, 0),
+    "cache": (3, 2, 1, 0),
+    "memory": (5, 1, 4, 0),
+    "collective": (3, 3, 0, 0),
+    "disk": (2, 1, 1, 0),
+    "other": (3, 3, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -267,6 +285,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_10_PATH, BLIND_10_HELD_SCORE),
     (BLIND_11_PATH, BLIND_11_HELD_SCORE),
     (BLIND_12_PATH, BLIND_12_HELD_SCORE),
+    (BLIND_13_PATH, BLIND_13_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -285,4 +304,5 @@ ORDINALS = (
     "tenth",
     "eleventh",
     "twelfth",
+    "thirteenth",
 )

@@ -109,6 +109,34 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "installed. This behaviour is the source of the following dependency conflicts.",
     ),
     sig(
+        "pip-resolver-backtracking",
+        "bundle-skew",
+        30,
+        # pip's resolver trying release after release of a package because none fits the other pins (or
+        # this platform): a symptom, so any more specific failure later in the log wins
+        r"pip is (still )?looking at multiple versions of \S+ to determine which version is compatible"
+        r"|You might need to provide the dependency resolver with stricter constraints",
+        "pip could not find versions that fit together and is backtracking: resolve the bundle as one "
+        "locked set for this Python and platform (the TPU stack installs on Linux only) instead of "
+        "letting pip search.",
+        "https://github.com/google/tunix/issues/452",
+        "INFO: pip is still looking at multiple versions of jax[tpu] to determine which version is "
+        "compatible with other requirements. This could take a while.",
+    ),
+    sig(
+        "pip-replaces-framework",
+        "bundle-skew",
+        25,
+        # pip fetching (or uninstalling) torch, jax or their runtime because another package's pin asks for
+        # it: the environment's framework is then the one that package chose, not the bundle's
+        r"^\s*Collecting (torch|torch[_-]xla|jax|jaxlib|libtpu[\w-]*)\s*(\[[\w,]+\])?\s*[<>=~!]=?[^\s(]* \(from \S+"
+        r"|^\s*Attempting uninstall: (torch|torch[_-]xla|jax|jaxlib|libtpu[\w-]*)\s*$",
+        "pip replaced the framework to satisfy another package's pin: install the bundle's torch/jax "
+        "wheels as one locked set, and pin (or constrain) them when adding packages.",
+        "https://github.com/huggingface/accelerate/issues/2720",
+        "Collecting torch>=1.10.0 (from accelerate)",
+    ),
+    sig(
         "wheel-not-for-this-platform",
         "bundle-skew",
         75,

@@ -53,7 +53,10 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         # sshd's own lines without the syslog prefix (Win32-OpenSSH's log, journalctl -o cat); "Failed none"
         # is every client's first probe, not a refusal
         r"|maximum authentication attempts exceeded for (invalid user )?\S+ from \S+"
-        r"|Failed (password|publickey|keyboard-interactive(/pam)?) for (invalid user )?\S+ from \S+ port \d+ ssh2",
+        r"|Failed (password|publickey|keyboard-interactive(/pam)?) for (invalid user )?\S+ from \S+ port \d+ ssh2"
+        # asyncssh's refusal, also as IPython heads its traceback (dask/dask#6356: a host, localhost
+        # included, without the key the cluster logs in with)
+        r"|\basyncssh\.(misc\.)?PermissionDenied(: |$)|^PermissionDenied +Traceback \(most recent call last\)",
         "The worker refused the login, or the key could not be offered: check the fleet's ssh user and key "
         "for this worker (authorized_keys on the worker; key path, permissions, format and agent on this side).",
         "https://github.com/openai/tart/issues/1135",
@@ -292,6 +295,20 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "firewall, IAP, project or key): check `gcloud compute tpus tpu-vm ssh` by hand.",
         "https://github.com/tensorflow/tpu/issues/233",
         "It gives: ERROR: (gcloud.compute.ssh) [/usr/bin/ssh] exited with return code [255].",
+    ),
+    sig(
+        "ssh2-session-error",
+        "transport",
+        # libssh2's bindings (ssh2-python, and parallel-ssh's native clients over it) failing the
+        # session itself: handshake, key exchange, socket or login; a numeric code its release does not
+        # name is usually a key exchange the bundled libssh2 cannot do
+        55,
+        r"^\s*ssh2\.exceptions\.(\w+Error|Timeout)(: |$)",
+        "The SSH session to the worker failed in libssh2 (handshake, key exchange, socket or login): "
+        "check the worker's sshd accepts this client's algorithms (a newer ssh2-python bundles a newer "
+        "libssh2) and that plain `ssh` reaches the host.",
+        "https://github.com/ParallelSSH/ssh2-python/issues/172",
+        "ssh2.exceptions.UnknownError: ('Error code %s not known', -5)",
     ),
     # --------------------------------------------------------- device-ownership
     sig(

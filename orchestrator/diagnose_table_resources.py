@@ -83,6 +83,20 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "PermissionError: [Errno 13] Permission denied: '/home/alexlm/.cache/sella'",
     ),
     sig(
+        "torch-extension-build-lock",
+        "cache",
+        # torch's JIT build of a C++/CUDA extension waiting on the lock file in its build cache
+        # (~/.cache/torch_extensions or TORCH_EXTENSIONS_DIR): another process builds it, or a build that
+        # died left the lock behind, and every later load waits forever
+        60,
+        r"file_baton\.py\"?, line \d+,? in wait\b",
+        "A torch extension build is waiting on its build cache's lock: if no other process is building "
+        "it, delete the stale lock (or the extension's directory under TORCH_EXTENSIONS_DIR); give each "
+        "host its own extensions directory, or build once before the gang starts.",
+        "https://github.com/PASSIONLab/OpenEquivariance/issues/156",
+        'File "/opt/venv/lib/python3.12/site-packages/torch/utils/file_baton.py", line 50 in wait',
+    ),
+    sig(
         "jax-cache-nonzero-process-skip",
         "cache",
         25,
@@ -154,6 +168,20 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "loading, checkpoint staging, number of processes per host).",
         "https://github.com/pcyin/tranX/issues/41",
         "[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244",
+    ),
+    sig(
+        "cublas-handle-no-memory",
+        "memory",
+        # cuBLAS could not create its handle because the framework had already taken the GPU's memory
+        # (JAX and TensorFlow preallocate most of it), or it could not allocate at all
+        60,
+        r"failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED|\bCUBLAS_STATUS_ALLOC_FAILED\b",
+        "The GPU had no memory left for cuBLAS: lower the preallocated share "
+        "(XLA_PYTHON_CLIENT_MEM_FRACTION, XLA_PYTHON_CLIENT_PREALLOCATE=false) and check no other process "
+        "holds the device's memory.",
+        "https://github.com/jax-ml/jax/issues/7118",
+        "2021-06-26 17:01:46.891583: E external/org_tensorflow/tensorflow/stream_executor/cuda/cuda_blas.cc:226] "
+        "failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED",
     ),
     sig(
         "host-alloc-enomem",

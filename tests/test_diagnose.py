@@ -27,6 +27,7 @@ from orchestrator.diagnose_blind import (
     BLIND_10_PATH,
     BLIND_11_PATH,
     BLIND_12_PATH,
+    BLIND_13_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1202,6 +1203,24 @@ CLASS_VARIANTS = [
     ),
     ("resource-exhausted-allocate", "                XLA Label: fusion"),
     ("resource-exhausted-allocate", "\t\tEntry Parameter Subshape: f32[512,2048]"),
+    # the thirteenth set's classes in other threads' and releases' words
+    (
+        "pip-resolver-backtracking",
+        "INFO: pip is looking at multiple versions of torch to determine which version is compatible with other "
+        "requirements. This could take a while.",
+    ),
+    ("pip-replaces-framework", "  Attempting uninstall: torch"),
+    ("pip-replaces-framework", "Collecting jaxlib==0.4.30 (from jax[tpu]==0.4.30)"),
+    (
+        "torch-extension-build-lock",
+        '  File "/root/miniconda3/envs/nsr/lib/python3.8/site-packages/torch/utils/file_baton.py", line 42, in wait',
+    ),
+    ("ssh2-session-error", "ssh2.exceptions.SocketDisconnectError"),
+    ("ssh-permission-denied", "asyncssh.misc.PermissionDenied: Permission denied for user root on host 10.0.0.2"),
+    (
+        "cublas-handle-no-memory",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    ),
 ]
 
 
@@ -1472,6 +1491,14 @@ NOT_THE_CLASS = [
         "local size 496640 remote size 65536",
         None,
     ),
+    # code that handles the failure, quoted in a traceback, is not the failure
+    ("    except asyncssh.misc.PermissionDenied:", None),
+    ("    except ssh2.exceptions.Timeout:", None),
+    ('  File "/app/aiter/jit/utils/file_baton.py", line 51, in try_acquire', None),
+    ("Requirement already satisfied: torch>=1.10.0 in /opt/conda/lib/python3.8/site-packages (from accelerate)", None),
+    ("Collecting torchvision>=0.15 (from timm)", None),  # not the framework itself
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(handle)`", None),
+    ("Looking in indexes: https://pypi.org/simple, https://pypi.ngc.nvidia.com", None),
 ]
 
 
@@ -1674,7 +1701,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 13))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 14))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1682,6 +1709,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
     assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
     assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
+    assert files.count(BLIND_13_PATH.name) == 39
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1753,7 +1781,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.897 and tune.total.wrong <= 21, tune.total
+    assert tune.total.accuracy >= 0.895 and tune.total.wrong <= 21, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1778,6 +1806,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
     blind = score(load_corpus(BLIND_12_PATH), "tune")  # 55.6 % right, 4 wrong when it was held back
     assert blind.total.accuracy >= 0.68 and blind.total.wrong <= 3, blind.total
+    blind = score(load_corpus(BLIND_13_PATH), "tune")  # 66.7 % right, 0 wrong when it was held back
+    assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1813,6 +1843,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-10.yaml",
         "blind-11.yaml",
         "blind-12.yaml",
+        "blind-13.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1826,6 +1857,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-10.yaml"]["entries"] == 36
     assert doc["tune"]["per_file"]["blind-11.yaml"]["entries"] == 38
     assert doc["tune"]["per_file"]["blind-12.yaml"]["entries"] == 45
+    assert doc["tune"]["per_file"]["blind-13.yaml"]["entries"] == 39
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
