@@ -127,9 +127,11 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "pip-replaces-framework",
         "bundle-skew",
         25,
-        # pip fetching (or uninstalling) torch, jax or their runtime because another package's pin asks for
-        # it: the environment's framework is then the one that package chose, not the bundle's
-        r"^\s*Collecting (torch|torch[_-]xla|jax|jaxlib|libtpu[\w-]*)\s*(\[[\w,]+\])?\s*[<>=~!]=?[^\s(]* \(from \S+"
+        # pip fetching (or uninstalling) torch, jax or their runtime because a package outside the framework's
+        # own family pins it (not jax fetching its jaxlib, nor a requirements file): the environment's framework
+        # is then the one that package chose, not the bundle's
+        r"^\s*Collecting (torch|torch[_-]xla|jax|jaxlib|libtpu[\w-]*)\s*(\[[\w,]+\])?\s*[<>=~!]=?[^\s(]* "
+        r"\(from (?!-[rc]\b|(torch|torch[_-]xla|jax|jaxlib|libtpu[\w-]*)\b)\S+"
         r"|^\s*Attempting uninstall: (torch|torch[_-]xla|jax|jaxlib|libtpu[\w-]*)\s*$",
         "pip replaced the framework to satisfy another package's pin: install the bundle's torch/jax "
         "wheels as one locked set, and pin (or constrain) them when adding packages.",

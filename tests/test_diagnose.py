@@ -1210,7 +1210,7 @@ CLASS_VARIANTS = [
         "requirements. This could take a while.",
     ),
     ("pip-replaces-framework", "  Attempting uninstall: torch"),
-    ("pip-replaces-framework", "Collecting jaxlib==0.4.30 (from jax[tpu]==0.4.30)"),
+    ("pip-replaces-framework", "Collecting jax>=0.4.27 (from flax==0.8.5)"),
     (
         "torch-extension-build-lock",
         '  File "/root/miniconda3/envs/nsr/lib/python3.8/site-packages/torch/utils/file_baton.py", line 42, in wait',
@@ -1497,6 +1497,10 @@ NOT_THE_CLASS = [
     ('  File "/app/aiter/jit/utils/file_baton.py", line 51, in try_acquire', None),
     ("Requirement already satisfied: torch>=1.10.0 in /opt/conda/lib/python3.8/site-packages (from accelerate)", None),
     ("Collecting torchvision>=0.15 (from timm)", None),  # not the framework itself
+    # the framework's own family fetching its parts, or the requirements file asking: a plain install
+    ("Collecting jaxlib==0.4.30 (from jax[tpu]==0.4.30)", None),
+    ("Collecting libtpu-nightly==0.1.dev20230213 (from torch_xla[tpu]==2.0)", None),
+    ("Collecting torch>=2.0 (from -r requirements.txt (line 1))", None),
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(handle)`", None),
     ("Looking in indexes: https://pypi.org/simple, https://pypi.ngc.nvidia.com", None),
 ]
