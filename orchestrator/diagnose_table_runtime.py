@@ -332,7 +332,7 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "Global core array does not contain host cores [0x0x0_TC0,0x0x0_TC1,1x0x0_TC0,1x0x0_TC1]",
     ),
     sig(
-        "torch-xla-unknown-pjrt-device",
+        "torch-xla-pjrt-device-unset-or-unknown",
         "runtime-proof",
         75,
         # torch_xla's runtime registry refusing PJRT_DEVICE (torch_xla/csrc/runtime/pjrt_registry.cc), or

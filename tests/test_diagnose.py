@@ -995,7 +995,7 @@ CLASS_VARIANTS = [
     ("python-too-old-for-package", "ERROR: Package 'secretzero' requires a different Python: 3.8.0 not in '>=3.9'"),
     ("python-too-old-for-package", "ERROR: JAX requires Python 3.9 or newer, found  (3, 8)"),
     ("python-syntax-newer-than-interpreter", "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'"),
-    ("torch-xla-unknown-pjrt-device", "Unknown PJRT_DEVICE 'CUDA'"),
+    ("torch-xla-pjrt-device-unset-or-unknown", "Unknown PJRT_DEVICE 'CUDA'"),
     (
         "host-oom-killer",
         "12:22:38  Container was OOM killed by the kernel   (exit 137, rank-5/6 first, cosched siblings cascade)",
@@ -1081,7 +1081,7 @@ CLASS_VARIANTS = [
         "ssh-permission-denied",
         "    \"msg\": \"('Bad authentication type', [u'publickey']) (allowed_types=[u'publickey'])\",",
     ),
-    ("torch-xla-unknown-pjrt-device", "RuntimeError: FAILED_PRECONDITION: $PJRT_DEVICE is not set."),
+    ("torch-xla-pjrt-device-unset-or-unknown", "RuntimeError: FAILED_PRECONDITION: $PJRT_DEVICE is not set."),
     (
         "lightning-tpu-accelerator-unavailable",
         "pytorch_lightning.utilities.exceptions.MisconfigurationException: No TPU devices were found.",
