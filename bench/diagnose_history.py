@@ -51,6 +51,7 @@ SCORED_WITH = {
     "blind-11.yaml": "14726c1",
     "blind-12.yaml": "83705e7",
     "blind-13.yaml": "621e9a2",
+    "blind-14.yaml": "df1b74a",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

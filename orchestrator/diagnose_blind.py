@@ -39,6 +39,7 @@ BLIND_10_PATH = DATA_DIR / "blind-10.yaml"  # tune: the tenth blind set, scored 
 BLIND_11_PATH = DATA_DIR / "blind-11.yaml"  # tune: the eleventh blind set, scored once as held back
 BLIND_12_PATH = DATA_DIR / "blind-12.yaml"  # tune: the twelfth blind set, scored once as held back
 BLIND_13_PATH = DATA_DIR / "blind-13.yaml"  # tune: the thirteenth blind set, scored once as held back
+BLIND_14_PATH = DATA_DIR / "blind-14.yaml"  # tune: the fourteenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -121,6 +122,18 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-13-offstack.yaml",
             "from GPU machines, on device ownership and backend discovery",
             (4, 1, 3, 0),
+        ),
+    ),
+    BLIND_14_PATH: (
+        SetAside(
+            DATA_DIR / "blind-14-offstack.yaml",
+            "from other stacks (GPU hardware faults, a web service's model-download cache)",
+            (3, 1, 2, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-14-disputed.yaml",
+            "whose label or excerpt the readers who checked the set against its threads did not find supported",
+            (2, 1, 0, 1),
         ),
     ),
 }
@@ -271,6 +284,18 @@ BLIND_13_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (2, 1, 1, 0),
     "other": (3, 3, 0, 0),
 }
+BLIND_14_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (3, 3, 0, 0),
+    "device-ownership": (1, 0, 0, 1),
+    "runtime-proof": (1, 1, 0, 0),
+    "bundle-skew": (17, 10, 6, 1),
+    "cache": (1, 0, 1, 0),
+    "memory": (4, 2, 2, 0),
+    "collective": (2, 2, 0, 0),
+    "disk": (5, 3, 1, 1),
+    "hardware": (1, 0, 1, 0),
+    "other": (2, 2, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -286,6 +311,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_11_PATH, BLIND_11_HELD_SCORE),
     (BLIND_12_PATH, BLIND_12_HELD_SCORE),
     (BLIND_13_PATH, BLIND_13_HELD_SCORE),
+    (BLIND_14_PATH, BLIND_14_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -305,4 +331,5 @@ ORDINALS = (
     "eleventh",
     "twelfth",
     "thirteenth",
+    "fourteenth",
 )

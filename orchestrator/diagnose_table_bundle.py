@@ -88,7 +88,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         65,
         # the resolver found no set of versions meeting every pin (pip's and uv's wordings)
         r"because these package versions have conflicting dependencies|\bResolutionImpossible\b"
-        r"|No solution found when resolving dependencies",
+        r"|No solution found when resolving dependencies"
+        # PubGrub's conclusion (poetry, uv; pytorch/vision#7421: a torchvision pin that needs another torch)
+        r"|\bversion solving failed\b",
         "The requested versions cannot be installed together: resolve the bundle as one locked set for "
         "this Python and platform, and install it into a fresh environment.",
         "https://github.com/kinalmehta/marl-jax/issues/3",
@@ -166,7 +168,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # wheel built for another torch release or build (+cpu against CUDA)
         70,
         r"operator torchvision::\w+ does not exist|No such operator torchvision::\w+"
-        r"|Couldn't load custom C\+\+ ops\. This can happen if your PyTorch and torchvision versions are incompatible",
+        r"|Couldn't load custom C\+\+ ops\. This can happen if your PyTorch and torchvision versions are incompatible"
+        # its operators built without the device's kernels: a CPU-only torchvision beside a CUDA torch, or a
+        # torch_xla build older than the fallback for them (pytorch/xla#2587)
+        r"|Could not run 'torchvision::\w+' with arguments from the '\w+' backend",
         "torchvision was built for another torch than the one installed: install the torchvision release "
         "(and build: cpu, CUDA) paired with the bundle's torch.",
         "https://github.com/pytorch/pytorch/issues/122494",
@@ -192,7 +197,7 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "bundle-skew",
         70,
         r"(Could not find a version that satisfies the requirement|No matching distribution found for) "
-        r"(jax|jaxlib|libtpu|torch|torch[_-]xla|flax)\b",
+        r"(jax|jaxlib|libtpu|torch|torch[_-]xla|torchvision|torchaudio|torchtext|flax)\b",
         "A pinned frontend or runtime wheel is not on the index any more: the bundle must be rebuilt "
         "from versions that exist (and are validated together), not patched one wheel at a time.",
         "https://github.com/huggingface/diffusers/issues/8315",
@@ -314,6 +319,19 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/huggingface/transformers/issues/37301",
         "WARNING:root:torch_xla.core.xla_model.xrt_world_size() will be removed in release 2.7. is deprecated. "
         "Use torch_xla.runtime.world_size instead.",
+    ),
+    sig(
+        "torch-xla-spawn-nprocs-refused",
+        "bundle-skew",
+        # torch_xla (2.1 on) takes the device count from the environment and refuses any other nprocs: the
+        # caller (a library such as accelerate, or a script) was made for an older torch_xla
+        70,
+        r"Unsupported nprocs \(\d+\)\. Please use the environment variable for the hardware you are using",
+        "The caller passes xmp.spawn an nprocs this torch_xla refuses (it takes the device count from the "
+        "environment): install the library release made for this torch_xla, or drop nprocs in the script.",
+        "https://github.com/huggingface/accelerate/issues/3304",
+        "ValueError: Unsupported nprocs (8). Please use the environment variable for the hardware you are using "
+        "(X_NUM_DEVICES where X is CPU, GPU, TPU, NEURONCORE, etc)",
     ),
     sig(
         "jax-removed-api-frame",
@@ -444,7 +462,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # PEP 604 annotations (`str | None`, Python 3.10) evaluated by an older interpreter at import
         # (conda-forge/jax-feedstock#155)
         r"TypeError: unsupported operand type\(s\) for \|: '(type|ABCMeta|_GenericAlias|typing\.\w+)' and "
-        r"'(NoneType|type|ABCMeta|_GenericAlias)'",
+        r"'(NoneType|type|ABCMeta|_GenericAlias)'"
+        # PEP 585 generics (`type[M]`, `list[int]`, Python 3.9) the same way (google/flax#3329)
+        r"|TypeError: '(type|ABCMeta)' object is not subscriptable",
         "An installed package uses syntax newer than the bundle's Python (`X | None` needs 3.10): pin a "
         "release of it that supports this Python, or build the bundle on a newer one.",
         "https://github.com/conda-forge/jax-feedstock/issues/155",

@@ -28,6 +28,7 @@ from orchestrator.diagnose_blind import (
     BLIND_11_PATH,
     BLIND_12_PATH,
     BLIND_13_PATH,
+    BLIND_14_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1221,6 +1222,22 @@ CLASS_VARIANTS = [
         "cublas-handle-no-memory",
         "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
     ),
+    # the fourteenth set's classes in other threads' and releases' words
+    (
+        "pip-resolution-impossible",
+        "So, because root depends on both menu >=1.0.0 and intl >=5.0.0, version solving failed.",
+    ),
+    (
+        "torchvision-ops-missing",
+        "NotImplementedError: Could not run 'torchvision::nms' with arguments from the 'CUDA' backend.",
+    ),
+    ("pip-pin-unavailable", "ERROR: Could not find a version that satisfies the requirement torchvision==0.2.2"),
+    ("python-syntax-newer-than-interpreter", "TypeError: 'ABCMeta' object is not subscriptable"),
+    (
+        "torch-xla-spawn-nprocs-refused",
+        "ValueError: Unsupported nprocs (4). Please use the environment variable for the hardware you are using "
+        "(X_NUM_DEVICES where X is CPU, GPU, TPU, NEURONCORE, etc).",
+    ),
 ]
 
 
@@ -1503,6 +1520,9 @@ NOT_THE_CLASS = [
     ("Collecting torch>=2.0 (from -r requirements.txt (line 1))", None),
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(handle)`", None),
     ("Looking in indexes: https://pypi.org/simple, https://pypi.ngc.nvidia.com", None),
+    ("TypeError: 'NoneType' object is not subscriptable", None),  # a program's own bug
+    ("Resolving dependencies... (12.3s)", None),
+    ("xmp.spawn(_mp_fn, args=(flags,), nprocs=8, start_method='fork')", None),
 ]
 
 
@@ -1705,7 +1725,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 14))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 15))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1713,7 +1733,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
     assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
     assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
-    assert files.count(BLIND_13_PATH.name) == 39
+    assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1789,7 +1809,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.895 and tune.total.wrong <= 21, tune.total
+    assert tune.total.accuracy >= 0.891 and tune.total.wrong <= 23, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1798,6 +1818,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.94 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_4_PATH), "tune")  # 59.1 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
+    blind = score(load_corpus(BLIND_14_PATH), "tune")  # 62.2 % right, 3 wrong when it was held back
+    assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
     blind = score(load_corpus(BLIND_5_PATH), "tune")  # 67.2 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.91 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_6_PATH), "tune")  # 54.4 % right, 1 wrong when it was held back
@@ -1816,6 +1838,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.68 and blind.total.wrong <= 3, blind.total
     blind = score(load_corpus(BLIND_13_PATH), "tune")  # 66.7 % right, 0 wrong when it was held back
     assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
+    blind = score(load_corpus(BLIND_14_PATH), "tune")  # 62.2 % right, 3 wrong when it was held back
+    assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1852,6 +1876,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-11.yaml",
         "blind-12.yaml",
         "blind-13.yaml",
+        "blind-14.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1866,6 +1891,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-11.yaml"]["entries"] == 38
     assert doc["tune"]["per_file"]["blind-12.yaml"]["entries"] == 45
     assert doc["tune"]["per_file"]["blind-13.yaml"]["entries"] == 39
+    assert doc["tune"]["per_file"]["blind-14.yaml"]["entries"] == 37
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
