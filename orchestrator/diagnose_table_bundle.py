@@ -172,8 +172,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # its operators built without the device's kernels: a CPU-only torchvision beside a CUDA torch, or a
         # torch_xla build older than the fallback for them (pytorch/xla#2587)
         r"|Could not run 'torchvision::\w+' with arguments from the '\w+' backend",
-        "torchvision was built for another torch than the one installed: install the torchvision release "
-        "(and build: cpu, CUDA) paired with the bundle's torch.",
+        "torchvision was built for another torch than the one installed, or its operators have no kernel "
+        "for this device: install the torchvision release (and build: cpu, CUDA) paired with the bundle's "
+        "torch, and a torch_xla new enough to run them.",
         "https://github.com/pytorch/pytorch/issues/122494",
         "RuntimeError: operator torchvision::nms does not exist",
     ),
@@ -198,8 +199,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         70,
         r"(Could not find a version that satisfies the requirement|No matching distribution found for) "
         r"(jax|jaxlib|libtpu|torch|torch[_-]xla|torchvision|torchaudio|torchtext|flax)\b",
-        "A pinned frontend or runtime wheel is not on the index any more: the bundle must be rebuilt "
-        "from versions that exist (and are validated together), not patched one wheel at a time.",
+        "A pinned frontend or runtime wheel is not on the index (any more, or for this Python and "
+        "platform): the bundle must be rebuilt from versions that exist (and are validated together), "
+        "not patched one wheel at a time.",
         "https://github.com/huggingface/diffusers/issues/8315",
         "ERROR: No matching distribution found for jaxlib==0.3.25",
     ),
@@ -465,8 +467,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"'(NoneType|type|ABCMeta|_GenericAlias)'"
         # PEP 585 generics (`type[M]`, `list[int]`, Python 3.9) the same way (google/flax#3329)
         r"|TypeError: '(type|ABCMeta)' object is not subscriptable",
-        "An installed package uses syntax newer than the bundle's Python (`X | None` needs 3.10): pin a "
-        "release of it that supports this Python, or build the bundle on a newer one.",
+        "An installed package uses syntax newer than the bundle's Python (`X | None` needs 3.10, `list[int]` "
+        "3.9): pin a release of it that supports this Python, or build the bundle on a newer one.",
         "https://github.com/conda-forge/jax-feedstock/issues/155",
         "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'",
     ),
