@@ -40,6 +40,7 @@ BLIND_11_PATH = DATA_DIR / "blind-11.yaml"  # tune: the eleventh blind set, scor
 BLIND_12_PATH = DATA_DIR / "blind-12.yaml"  # tune: the twelfth blind set, scored once as held back
 BLIND_13_PATH = DATA_DIR / "blind-13.yaml"  # tune: the thirteenth blind set, scored once as held back
 BLIND_14_PATH = DATA_DIR / "blind-14.yaml"  # tune: the fourteenth blind set, scored once as held back
+BLIND_15_PATH = DATA_DIR / "blind-15.yaml"  # tune: the fifteenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -133,6 +134,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
         SetAside(
             DATA_DIR / "blind-14-disputed.yaml",
             "whose label or excerpt the readers who checked the set against its threads did not find supported",
+            (2, 1, 0, 1),
+        ),
+    ),
+    BLIND_15_PATH: (
+        SetAside(
+            DATA_DIR / "blind-15-offstack.yaml",
+            "from other stacks (a serverless framework's SSH key bug, an MPI storage benchmark on Lustre)",
             (2, 1, 0, 1),
         ),
     ),
@@ -296,6 +304,15 @@ BLIND_14_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (1, 0, 1, 0),
     "other": (2, 2, 0, 0),
 }
+BLIND_15_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (4, 3, 1, 0),
+    "runtime-proof": (1, 0, 0, 1),
+    "bundle-skew": (17, 12, 5, 0),
+    "memory": (6, 3, 3, 0),
+    "collective": (3, 0, 3, 0),
+    "disk": (5, 5, 0, 0),
+    "other": (1, 1, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -312,6 +329,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_12_PATH, BLIND_12_HELD_SCORE),
     (BLIND_13_PATH, BLIND_13_HELD_SCORE),
     (BLIND_14_PATH, BLIND_14_HELD_SCORE),
+    (BLIND_15_PATH, BLIND_15_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -332,4 +350,5 @@ ORDINALS = (
     "twelfth",
     "thirteenth",
     "fourteenth",
+    "fifteenth",
 )

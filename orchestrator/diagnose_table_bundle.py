@@ -162,6 +162,32 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "Error importing relative module: No module named 'torch_xla.experimental.splash_attention'",
     ),
     sig(
+        "library-submodule-missing",
+        "bundle-skew",
+        # a module inside a library around the frontends that the installed release moved or
+        # removed (pytorch_lightning.metrics became torchmetrics); a top-level name missing is
+        # left alone: that is more often a package never installed than one of the wrong release
+        60,
+        r"No module named '(pytorch_lightning|lightning|transformers|accelerate|diffusers|peft|equinox"
+        r"|haiku|chex|trax|torchvision|torchaudio|torchtext|torchmetrics|deepspeed|timm|keras)\.[\w.]+'",
+        "A module of an installed library is not where the code expects it: that release moved or removed "
+        "it. Pin the library release the code was written for (with the frontend it supports) in the bundle.",
+        "https://github.com/OATML/non-parametric-transformers/issues/3",
+        "ModuleNotFoundError: No module named 'pytorch_lightning.metrics'",
+    ),
+    sig(
+        "pip-url-dependency-refused",
+        "bundle-skew",
+        # an old jax release pinned its jaxlib by a direct storage URL, which pip will not follow for
+        # a package from PyPI: the resolver had backtracked to that release (jax-ml/jax#7153)
+        70,
+        r"Packages installed from PyPI cannot depend on packages which are not also hosted on PyPI",
+        "pip backtracked to a release whose metadata pins a dependency by URL, which PyPI packages may not "
+        "do: pin the frontend and its runtime wheels (jax with jaxlib) to a validated pair explicitly.",
+        "https://github.com/jax-ml/jax/issues/7153",
+        "ERROR: Packages installed from PyPI cannot depend on packages which are not also hosted on PyPI.",
+    ),
+    sig(
         "torchvision-ops-missing",
         "bundle-skew",
         # torchvision's compiled operators did not register with the torch beside it: a torchvision
@@ -209,10 +235,12 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "wheel-inconsistent-version",
         "bundle-skew",
         70,
-        # pip >= 22 words it as the filename against the metadata (pytorch/xla#7785)
-        r"has inconsistent version: (expected|filename has) '[^']+', but metadata has",
-        "pip refused a wheel of the bundle whose metadata disagrees with its name: pin a libtpu/jax "
-        "release whose wheels are consistent, for the whole bundle.",
+        # pip >= 22 words it as the filename against the metadata (pytorch/xla#7785); uv words it
+        # as the metadata's version against the filename's (vllm-project/vllm#13860)
+        r"has inconsistent version: (expected|filename has) '[^']+', but metadata has"
+        r"|Wheel version does not match filename: \S+ != \S+",
+        "pip or uv refused a wheel of the bundle whose metadata disagrees with its name: pin a "
+        "libtpu/jax/torch_xla release whose wheels are consistent, for the whole bundle.",
         "https://github.com/jax-ml/jax/issues/22793",
         "Discarding https://storage.googleapis.com/libtpu-nightly-releases/wheels/libtpu-nightly/"
         "libtpu_nightly-0.1.dev20240729%2Bnightly-py3-none-any.whl (from https://storage.googleapis.com/"

@@ -212,7 +212,9 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "jax-coordinator-unreachable",
         "collective",
         55,
-        r"Failed to send RPC to coordination service",
+        r"Failed to send RPC to coordination service"
+        # PJRT's watch on the other tasks through the service failing: the service (process 0) is gone
+        r"|WatchTasksAsync failed for task \d+: UNAVAILABLE",
         "The JAX coordinator (process 0) died or is unreachable: check process 0's log first.",
         JAX_GH + "docs/fault_tolerance.rst",
         "absl::Status: UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task "
@@ -333,7 +335,10 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         65,
         r"The server socket has failed to listen on any local network address"
         # the per-address warnings torch prints before giving up (or before binding another address)
-        r"|\[c10d\] The server socket has failed to (listen on|bind to) \S+ \(errno: 98 - Address already in use\)",
+        r"|\[c10d\] The server socket has failed to (listen on|bind to) \S+ \(errno: 98 - Address already in use\)"
+        # torch before 1.10 raised the store's bind failure with no more words (torchelastic's error
+        # file quotes it as the message)
+        r"|RuntimeError: Address already in use\b",
         "The rendezvous port on the first worker is taken (a leftover process of an earlier run, or two "
         "jobs sharing MASTER_PORT): stop the leftover process or give each job its own port.",
         "https://github.com/showlab/Tune-A-Video/issues/90",
@@ -368,6 +373,20 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "The node with node id: c118acd15dee467500f3fb92b837db8e73d4e868e7e835585ace6f29 and address: "
         "10.0.3.192 and node name: 10.0.3.192 has been marked dead because the detector has missed too many "
         "heartbeats from it.",
+        consequence=True,
+    ),
+    sig(
+        "ray-node-startup-timeout",
+        "collective",
+        # a symptom: this node's raylet never registered with the head (GCS): the head's address is
+        # wrong or not routable from here, or its ports are closed; the raylet log has the cause
+        40,
+        r"The current node timed out during startup|The current node has not been updated within \d+ seconds",
+        "This Ray node could not join the cluster: check the address it registers with is routable from "
+        "the head (node IP, network interface), the head's ports are open, and relaunch the gang.",
+        "https://github.com/aws-samples/aws-do-eks/pull/49",
+        "Exception: The current node timed out during startup. This could happen because some of the Ray "
+        "processes failed to startup.",
         consequence=True,
     ),
     sig(

@@ -305,6 +305,8 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
         # the shell's job report of a command it ran (job number or PID, then the command line)
         r"|^\s*(\[\d+\][+-]?|\d+) +Killed(: 9)? {2,}\S"
+        # zsh's: the job number, the PID, then "killed" in lower case (after a progress bar at times)
+        r"|\[\d+\]( +[+-])? +\d+ killed {2,}\S"
         r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
         r"|returned non-zero exit status -9\b"
         # torchelastic's report of a rank the OOM killer took (failed line, root-cause table; the

@@ -29,6 +29,7 @@ from orchestrator.diagnose_blind import (
     BLIND_12_PATH,
     BLIND_13_PATH,
     BLIND_14_PATH,
+    BLIND_15_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1238,6 +1239,28 @@ CLASS_VARIANTS = [
         "ValueError: Unsupported nprocs (4). Please use the environment variable for the hardware you are using "
         "(X_NUM_DEVICES where X is CPU, GPU, TPU, NEURONCORE, etc).",
     ),
+    # the fifteenth set's classes in other threads' and releases' words
+    (
+        "wheel-inconsistent-version",
+        "  Caused by: Wheel version does not match filename: 0.4.31+nightly != 0.4.31.dev20240729",
+    ),
+    ("library-submodule-missing", "ModuleNotFoundError: No module named 'transformers.modeling_bert'"),
+    (
+        "pip-url-dependency-refused",
+        "ERROR: Packages installed from PyPI cannot depend on packages which are not also hosted on PyPI.\n"
+        "torch-xla depends on libtpu-nightly@ https://storage.googleapis.com/libtpu.whl",
+    ),
+    ("c10d-server-listen-failed", "Traceback (most recent call last):\nRuntimeError: Address already in use"),
+    (
+        "jax-coordinator-unreachable",
+        "W0101 00:00:00.100 pjrt_client.cc:1603] WatchTasksAsync failed for task 3: UNAVAILABLE: Socket closed",
+    ),
+    (
+        "ray-node-startup-timeout",
+        "Exception: The current node has not been updated within 30 seconds, this could happen because of some "
+        "of the Ray processes failed to startup.",
+    ),
+    ("process-killed", "[1]  + 14875 killed     python main.py"),
 ]
 
 
@@ -1254,6 +1277,9 @@ NOT_THE_CLASS = [
     ("PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/hub/models--gpt2'", None),
     ("PermissionError: [Errno 13] Permission denied: '/data/checkpoints/step_100'", None),
     ("step 5: 3 jobs Killed by the scheduler earlier, resubmitted", None),
+    # a module of the user's own package, and a socket of the program's own (not the rendezvous store)
+    ("ModuleNotFoundError: No module named 'utils.helpers'", None),
+    ("OSError: [Errno 98] Address already in use", None),
     (
         "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared "
         "object file: No such file or directory",
@@ -1575,7 +1601,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 185
+    assert 30 <= len(ids) <= 190
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -1725,7 +1751,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 15))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 16))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1734,6 +1760,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
     assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
     assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
+    assert files.count(BLIND_15_PATH.name) == 37
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1805,7 +1832,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.891 and tune.total.wrong <= 23, tune.total
+    assert tune.total.accuracy >= 0.890 and tune.total.wrong <= 24, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1836,6 +1863,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.84 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_14_PATH), "tune")  # 62.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
+    blind = score(load_corpus(BLIND_15_PATH), "tune")  # 64.9 % right, 1 wrong when it was held back
+    assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1873,6 +1902,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-12.yaml",
         "blind-13.yaml",
         "blind-14.yaml",
+        "blind-15.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1888,6 +1918,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-12.yaml"]["entries"] == 45
     assert doc["tune"]["per_file"]["blind-13.yaml"]["entries"] == 39
     assert doc["tune"]["per_file"]["blind-14.yaml"]["entries"] == 37
+    assert doc["tune"]["per_file"]["blind-15.yaml"]["entries"] == 37
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
