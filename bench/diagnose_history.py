@@ -53,6 +53,7 @@ SCORED_WITH = {
     "blind-13.yaml": "621e9a2",
     "blind-14.yaml": "df1b74a",
     "blind-15.yaml": "d1c2e8b",
+    "blind-16.yaml": "ce9fbe7",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

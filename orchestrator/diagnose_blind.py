@@ -41,6 +41,7 @@ BLIND_12_PATH = DATA_DIR / "blind-12.yaml"  # tune: the twelfth blind set, score
 BLIND_13_PATH = DATA_DIR / "blind-13.yaml"  # tune: the thirteenth blind set, scored once as held back
 BLIND_14_PATH = DATA_DIR / "blind-14.yaml"  # tune: the fourteenth blind set, scored once as held back
 BLIND_15_PATH = DATA_DIR / "blind-15.yaml"  # tune: the fifteenth blind set, scored once as held back
+BLIND_16_PATH = DATA_DIR / "blind-16.yaml"  # tune: the sixteenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -142,6 +143,14 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-15-offstack.yaml",
             "from other stacks (a serverless framework's SSH key bug, an MPI storage benchmark on Lustre)",
             (2, 1, 0, 1),
+        ),
+    ),
+    BLIND_16_PATH: (
+        SetAside(
+            DATA_DIR / "blind-16-offstack.yaml",
+            "from other stacks (GPU hardware faults, a bare MPI launcher's hostfile bug, a GPU inference "
+            "server's Triton cache)",
+            (4, 1, 1, 2),
         ),
     ),
 }
@@ -313,6 +322,15 @@ BLIND_15_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (5, 5, 0, 0),
     "other": (1, 1, 0, 0),
 }
+BLIND_16_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (6, 5, 1, 0),
+    "bundle-skew": (4, 4, 0, 0),
+    "cache": (1, 0, 1, 0),
+    "memory": (2, 1, 1, 0),
+    "collective": (5, 4, 1, 0),
+    "disk": (2, 1, 1, 0),
+    "other": (2, 2, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -330,6 +348,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_13_PATH, BLIND_13_HELD_SCORE),
     (BLIND_14_PATH, BLIND_14_HELD_SCORE),
     (BLIND_15_PATH, BLIND_15_HELD_SCORE),
+    (BLIND_16_PATH, BLIND_16_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -351,4 +370,5 @@ ORDINALS = (
     "thirteenth",
     "fourteenth",
     "fifteenth",
+    "sixteenth",
 )

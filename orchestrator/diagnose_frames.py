@@ -10,7 +10,8 @@ import re
 
 # The code a Python traceback's deepest frame runs in, for a log nothing else names: an SSH client
 # library's (not its SFTP file operations'), or torch.distributed's rendezvous and process-group setup
-# (not the launcher's or agent's frames, which carry any worker's failure), jax.distributed's cluster
+# (not the launcher's or agent's frames, which carry any worker's failure, except the agent's own
+# `_rendezvous`: pytorch/pytorch#67616, a restarted agent finding the rendezvous closed), jax.distributed's cluster
 # detection and coordinator setup (jax-ml/jax#30073: SLURM's environment half present), or JAX's
 # persistent compilation cache (jax-ml/jax#40650: its eviction failing on a file's owner), or jax's import
 # of the jaxlib beside it (jax-ml/jax#17693: a jaxlib whose own dependency moved underneath it). pip's frames
@@ -22,11 +23,12 @@ FRAME_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"[/\\]torch[/\\]distributed[/\\](rendezvous\.py|distributed_c10d\.py|elastic[/\\]rendezvous[/\\])"),
         "collective",
     ),
+    (re.compile(r"[/\\]torch[/\\]distributed[/\\]elastic[/\\]agent[/\\]server[/\\]api\.py:_rendezvous$"), "collective"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\](distributed\.py|clusters[/\\])"), "collective"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\](lru_cache|compilation_cache|cache_key)\.py"), "cache"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\]lib[/\\]__init__\.py"), "bundle-skew"),
 )
-_FRAME = re.compile(r'File "([^"]+)", line \d+')
+_FRAME = re.compile(r'File "([^"]+)", line \d+(?:, in (\w+))?')
 # A traceback that ends in one of these failed in Python itself, not in what the code was reaching: a
 # module or name missing from the installed packages (an SSH client under the wrong `cryptography` or
 # without its crypto module: paramiko/paramiko#1007; mathiasertl/fabric#14, the fabric3 fork) or a
@@ -48,4 +50,5 @@ def frame_layer(text: str) -> str | None:
     after = text[matches[-1].end() :]
     if _PYTHON_ERROR.search(after):
         return None
-    return next((layer for pattern, layer in FRAME_LAYERS if pattern.search(matches[-1].group(1))), None)
+    where = f"{matches[-1].group(1)}:{matches[-1].group(2) or ''}"  # the file, then the function
+    return next((layer for pattern, layer in FRAME_LAYERS if pattern.search(where)), None)

@@ -52,6 +52,22 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
     ),
     sig(
+        "process-bus-error",
+        "disk",
+        # a symptom: a process died of SIGBUS, which on a training host is almost always a shared-memory
+        # (or other mmapped) file that could not grow under the pages written to it: /dev/shm too small for
+        # NCCL's or the data loader's segments (msr-fiddle/pipedream#76: UCX's handler in NCCL's threads;
+        # NVIDIA/JAX-Toolbox#183: gdb in ncclShmOpen)
+        30,
+        r"Caught signal 7 \(Bus error|received signal SIGBUS\b|Fatal Python error: Bus error"
+        r"|^Bus error( +\(core dumped\))?$",
+        "A process died of a bus error: almost always a shared-memory file that could not grow, a container's "
+        "small /dev/shm (64 MB by default) under NCCL or the data loaders: enlarge it (--shm-size) and check "
+        "`df -h /dev/shm` on the worker.",
+        "https://github.com/msr-fiddle/pipedream/issues/76",
+        "[8d6bf97c3bf4:3039 :0:3095] Caught signal 7 (Bus error: nonexistent physical address)",
+    ),
+    sig(
         "ray-disk-over-full",
         "disk",
         60,

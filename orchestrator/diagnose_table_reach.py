@@ -409,6 +409,20 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "May 16 01:19:59 zabbix sshd[5202]: error: no more sessions",
     ),
     sig(
+        "sshd-privsep-failed",
+        "transport",
+        75,
+        # the worker's sshd cannot set up its privilege separation, so no login gets past the key exchange:
+        # its chroot refused in a container without CAP_SYS_CHROOT (kubeflow/mpi-operator#642), or the
+        # directory missing
+        r"chroot\(\"/[^\"]*\"\): Operation not permitted|Missing privilege separation directory: /\S+",
+        "The worker's sshd cannot chroot into its privilege-separation directory, so every login fails: "
+        "in a container, grant CAP_SYS_CHROOT (or run sshd without privilege separation's chroot) and make "
+        "sure /run/sshd exists.",
+        "https://github.com/kubeflow/mpi-operator/issues/642",
+        'chroot("/run/sshd"): Operation not permitted [preauth]',
+    ),
+    sig(
         "ssh-launcher-exit-255",
         "transport",
         60,

@@ -38,7 +38,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # JAX logs how it built the persistent-cache key only when someone is chasing cache misses
         # (jax_persistent_cache / compiler debug logging): the log is about reuse of the cache.
         30,
-        r"get_cache_key hash (of|after) |cache key for computation is different",
+        r"get_cache_key hash (of|after) |cache key for computation is different"
+        # nor lists the cache directory's entries (one per function and key; jax-ml/jax#21236: one function's
+        # key changing on every run) unless the cache's reuse is the question
+        r"|^(\S+\s+)*jit_\w+-[0-9a-f]{64}(-cache|-atime)?\s*$",
         "The persistent-cache key differs between runs that should share it: compare the key inputs "
         "(bundle, flags, device assignment) of the two runs; the lane's pre-import policy must be identical.",
         "https://github.com/jax-ml/jax/issues/16649",
@@ -113,7 +116,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         90,
         r"Ran out of memory in memory space hbm|\bCompileTimeHbmOom\b"
         # XLA:TPU's memory report, printed with the OOM whatever the status line above it says
-        r"|^\s*Program hbm requirement [\d.]+[KMGT]?:"
+        # (behind glog's prefix too), and its host-memory form for a program's host-offloaded buffers
+        # (AI-Hypercomputer/torchprime#28: "Program host requirement 145.69G")
+        r"|(^\s*|\] )Program (hbm|host) requirement [\d.]+[KMGT]?:"
         # XLA:TPU's fast exit when the estimate alone far exceeds the chip's memory
         r"|Aborting compilation early because it's unlikely to have enough memory",
         "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "

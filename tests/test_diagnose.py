@@ -30,6 +30,7 @@ from orchestrator.diagnose_blind import (
     BLIND_13_PATH,
     BLIND_14_PATH,
     BLIND_15_PATH,
+    BLIND_16_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1261,6 +1262,19 @@ CLASS_VARIANTS = [
         "of the Ray processes failed to startup.",
     ),
     ("process-killed", "[1]  + 14875 killed     python main.py"),
+    # the sixteenth set's classes in other threads' and releases' words
+    ("process-bus-error", "Fatal Python error: Bus error"),
+    ("process-bus-error", "Bus error (core dumped)"),
+    ("process-bus-error", 'Thread 12 "python3" received signal SIGBUS, Bus error.'),
+    ("hbm-oom", "E0101 00:00:00.000000    1234 compiler_base.cc:2121] Program hbm requirement 17.23G:"),
+    ("hbm-oom", "Program host requirement 20.50G:"),
+    ("sshd-privsep-failed", "Missing privilege separation directory: /run/sshd"),
+    ("sshd-privsep-failed", 'fatal: chroot("/var/empty"): Operation not permitted'),
+    (
+        "jax-cache-key-unstable",
+        "-rw-r--r-- 1 root root 20480 Jan  1 00:00 jit_train_step-"
+        "0b184a1e3154e7f940fd1d474983357853d33ff0dcd1474f81c7c91eea9d9d7f-cache",
+    ),
 ]
 
 
@@ -1280,6 +1294,10 @@ NOT_THE_CLASS = [
     # a module of the user's own package, and a socket of the program's own (not the rendezvous store)
     ("ModuleNotFoundError: No module named 'utils.helpers'", None),
     ("OSError: [Errno 98] Address already in use", None),
+    # a PCIe link's corrected error (the platform's, not a process's), a cache entry without its key, chroot's own tool
+    ("pcieport 0000:00:03.1: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer", None),
+    ("Persistent compilation cache hit for 'jit_train_step'", None),
+    ("chroot: failed to run command '/bin/bash': No such file or directory", None),
     (
         "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared "
         "object file: No such file or directory",
@@ -1751,7 +1769,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 16))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 17))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1760,7 +1778,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
     assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
     assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
-    assert files.count(BLIND_15_PATH.name) == 37
+    assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1832,7 +1850,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.890 and tune.total.wrong <= 24, tune.total
+    assert tune.total.accuracy >= 0.894 and tune.total.wrong <= 24, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1865,6 +1883,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.81 and blind.total.wrong <= 2, blind.total
     blind = score(load_corpus(BLIND_15_PATH), "tune")  # 64.9 % right, 1 wrong when it was held back
     assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 1, blind.total
+    blind = score(load_corpus(BLIND_16_PATH), "tune")  # 77.3 % right, 0 wrong when it was held back
+    assert blind.total.accuracy >= 0.95 and blind.total.wrong == 0, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1903,6 +1923,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-13.yaml",
         "blind-14.yaml",
         "blind-15.yaml",
+        "blind-16.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1919,6 +1940,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-13.yaml"]["entries"] == 39
     assert doc["tune"]["per_file"]["blind-14.yaml"]["entries"] == 37
     assert doc["tune"]["per_file"]["blind-15.yaml"]["entries"] == 37
+    assert doc["tune"]["per_file"]["blind-16.yaml"]["entries"] == 22
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 

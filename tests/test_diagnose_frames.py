@@ -65,6 +65,17 @@ def test_the_deepest_frame_names_the_layer_whose_code_it_runs(path, layer):
     assert frame_layer(trace("main.py", path, last="Exception: boom")) == layer
 
 
+@pytest.mark.parametrize(
+    ("function", "layer"), [("_rendezvous", "collective"), ("_invoke_run", None), ("_restart_workers", None)]
+)
+def test_the_elastic_agents_own_rendezvous_is_the_gangs_code(function, layer):
+    # the agent's frames carry any worker's failure, except its own rendezvous (pytorch/pytorch#67616)
+    text = trace("main.py", f"{SITE}/torch/distributed/elastic/agent/server/api.py", last="Exception: boom")
+    assert (
+        frame_layer(text.replace(", in f\n    call()\nException", f", in {function}\n    call()\nException")) == layer
+    )
+
+
 def test_only_the_deepest_frame_counts():
     assert frame_layer(trace(f"{SITE}/paramiko/client.py", "my_code.py", last="ValueError: bad")) is None
     assert frame_layer("paramiko.ssh_exception.SSHException: Error reading SSH protocol banner\n") is None
