@@ -54,6 +54,7 @@ SCORED_WITH = {
     "blind-14.yaml": "df1b74a",
     "blind-15.yaml": "d1c2e8b",
     "blind-16.yaml": "ce9fbe7",
+    "blind-17.yaml": "2b530e4",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

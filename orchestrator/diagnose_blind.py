@@ -42,6 +42,7 @@ BLIND_13_PATH = DATA_DIR / "blind-13.yaml"  # tune: the thirteenth blind set, sc
 BLIND_14_PATH = DATA_DIR / "blind-14.yaml"  # tune: the fourteenth blind set, scored once as held back
 BLIND_15_PATH = DATA_DIR / "blind-15.yaml"  # tune: the fifteenth blind set, scored once as held back
 BLIND_16_PATH = DATA_DIR / "blind-16.yaml"  # tune: the sixteenth blind set, scored once as held back
+BLIND_17_PATH = DATA_DIR / "blind-17.yaml"  # tune: the seventeenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -151,6 +152,18 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             "from other stacks (GPU hardware faults, a bare MPI launcher's hostfile bug, a GPU inference "
             "server's Triton cache)",
             (4, 1, 1, 2),
+        ),
+    ),
+    BLIND_17_PATH: (
+        SetAside(
+            DATA_DIR / "blind-17-offstack.yaml",
+            "from other stacks (a GPU-sharing library's interception bug, a CUDA-only startup failure)",
+            (2, 0, 1, 1),
+        ),
+        SetAside(
+            DATA_DIR / "blind-17-copy.yaml",
+            "whose thread is a copy, moved to another repository, of one the tune part already quotes",
+            (1, 1, 0, 0),
         ),
     ),
 }
@@ -331,6 +344,12 @@ BLIND_16_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (2, 1, 1, 0),
     "other": (2, 2, 0, 0),
 }
+BLIND_17_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (8, 3, 4, 1),
+    "bundle-skew": (4, 2, 1, 1),
+    "memory": (1, 1, 0, 0),
+    "disk": (2, 0, 2, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -349,6 +368,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_14_PATH, BLIND_14_HELD_SCORE),
     (BLIND_15_PATH, BLIND_15_HELD_SCORE),
     (BLIND_16_PATH, BLIND_16_HELD_SCORE),
+    (BLIND_17_PATH, BLIND_17_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -371,4 +391,5 @@ ORDINALS = (
     "fourteenth",
     "fifteenth",
     "sixteenth",
+    "seventeenth",
 )

@@ -230,6 +230,20 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "Could not append to the internal temporary file",
     ),
     sig(
+        "object-storage-transfer-stalled",
+        "disk",
+        # a symptom: tensorstore (checkpoints and arrays written to or read from a bucket) reports its HTTP
+        # transfer failing; the storage the run writes to stalled, not the gang waiting behind it
+        # (marin-community/levanter#578: a checkpoint save hung until stalled uploads were retried)
+        40,
+        r"curl_transport\.cc:\d+\] Error \[\d+\]=",
+        "Transfers to the bucket behind the checkpoints (or arrays) failed or stalled: check the bucket's "
+        "region and quota and the host's egress; let tensorstore retry stalled transfers "
+        "(TENSORSTORE_CURL_LOW_SPEED_TIME_SECONDS, TENSORSTORE_CURL_LOW_SPEED_LIMIT_BYTES).",
+        "https://github.com/marin-community/levanter/issues/578",
+        "W0000 00:00:1715498963.019816  583764 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
+    ),
+    sig(
         "df-shows-full-filesystem",
         "disk",
         70,

@@ -385,6 +385,34 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "Unable to create Node RegisterInterface for node 0",
     ),
     sig(
+        "ssh-tool-connect-failed",
+        "transport",
+        65,
+        # a fleet tool's own words for an SSH connection or tunnel to a host that did not come up
+        # (dstackai/dstack#471: the container's sshd not started yet; #1994: the key refused)
+        r"\b(Can't|Cannot|Could not|Couldn't|Failed to|Unable to) (establish|open|create|start) (an? |the )?SSH tunnel"
+        r"|\bSSH tunnel failed\b|\bSSH connection to (the )?\S+ (with keys \[[^\]]*\] )?(was unsuccessful|failed)\b"
+        # the same line wrapped by the console after "SSH"
+        r"|^\s*connection to (the )?\S+ with keys \[[^\]]*\] was unsuccessful",
+        "The tool could not open its SSH connection or tunnel to the host: check that sshd runs there "
+        "(and is up before the tool connects), that the key offered is authorised, and the address and port.",
+        "https://github.com/dstackai/dstack/issues/471",
+        "ERROR Can't establish SSH tunnel with the container",
+    ),
+    sig(
+        "ssh-port-forward-failed",
+        "transport",
+        65,
+        # OpenSSH could not set up a forwarded port: the port is taken, often by a stale tunnel of an
+        # earlier session (dstackai/dstack#1213)
+        r"\bforwarding failed for listen port \d+"
+        r"|channel_setup_fwd_listener_tcpip: cannot listen to port: \d+|Could not request local forwarding",
+        "SSH could not forward the tunnel's port: another process (often a stale ssh tunnel from an earlier "
+        "session) holds it; find it (`ss -ltnp`), stop it, or forward another port.",
+        "https://github.com/dstackai/dstack/issues/1213",
+        "Failed to connect to gateway 34.88.240.248: Error: remote port forwarding failed for listen port 8001",
+    ),
+    sig(
         "ansible-ssh-unreachable",
         "transport",
         80,

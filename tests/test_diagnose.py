@@ -31,6 +31,7 @@ from orchestrator.diagnose_blind import (
     BLIND_14_PATH,
     BLIND_15_PATH,
     BLIND_16_PATH,
+    BLIND_17_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1275,6 +1276,19 @@ CLASS_VARIANTS = [
         "-rw-r--r-- 1 root root 20480 Jan  1 00:00 jit_train_step-"
         "0b184a1e3154e7f940fd1d474983357853d33ff0dcd1474f81c7c91eea9d9d7f-cache",
     ),
+    # the seventeenth set's classes in other threads' and tools' words
+    ("ssh-tool-connect-failed", "Error: Failed to establish SSH tunnel to the instance"),
+    ("ssh-tool-connect-failed", "dstack._internal.core.services.ssh.tunnel SSH tunnel failed: b'Connection refused'"),
+    ("ssh-port-forward-failed", "Warning: remote port forwarding failed for listen port 52698"),
+    ("ssh-port-forward-failed", "channel_setup_fwd_listener_tcpip: cannot listen to port: 8888"),
+    (
+        "xrt-op-not-registered",
+        "outputs_handles, &outputs) == ::tensorflow::Status::OK() (Not found: Op type not registered",
+    ),
+    (
+        "object-storage-transfer-stalled",
+        "W0312 10:01:02.123456    1234 curl_transport.cc:397] Error [7]=Couldn't connect to server in curl operation",
+    ),
 ]
 
 
@@ -1298,6 +1312,10 @@ NOT_THE_CLASS = [
     ("pcieport 0000:00:03.1: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer", None),
     ("Persistent compilation cache hit for 'jit_train_step'", None),
     ("chroot: failed to run command '/bin/bash': No such file or directory", None),
+    # a tunnel asked for, not refused; a TensorFlow graph's own custom op; curl outside tensorstore (a download)
+    ("ssh -N -L 8888:localhost:8888 worker-0 &  # forwarding for the notebook", None),
+    ("Op type not registered 'SentencepieceOp' in binary running on worker-0.", None),
+    ("curl: (28) Operation timed out after 30000 milliseconds with 0 bytes received", None),
     (
         "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared "
         "object file: No such file or directory",
@@ -1619,7 +1637,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 190
+    assert 30 <= len(ids) <= 195
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -1769,7 +1787,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 17))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 18))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1779,6 +1797,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
     assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
     assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
+    assert files.count(BLIND_17_PATH.name) == 15
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1854,7 +1873,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.894 and tune.total.wrong <= 24, tune.total
+    assert tune.total.accuracy >= 0.891 and tune.total.wrong <= 26, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1889,6 +1908,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.86 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_16_PATH), "tune")  # 77.3 % right, 0 wrong when it was held back
     assert blind.total.accuracy >= 0.95 and blind.total.wrong == 0, blind.total
+    blind = score(load_corpus(BLIND_17_PATH), "tune")  # 40.0 % right, 2 wrong when it was held back
+    assert blind.total.accuracy >= 0.73 and blind.total.wrong <= 2, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1928,6 +1949,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-14.yaml",
         "blind-15.yaml",
         "blind-16.yaml",
+        "blind-17.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1945,6 +1967,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-14.yaml"]["entries"] == 37
     assert doc["tune"]["per_file"]["blind-15.yaml"]["entries"] == 37
     assert doc["tune"]["per_file"]["blind-16.yaml"]["entries"] == 22
+    assert doc["tune"]["per_file"]["blind-17.yaml"]["entries"] == 15
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
