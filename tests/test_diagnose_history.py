@@ -62,3 +62,11 @@ def test_the_word_rule_fitted_before_each_set_adds_right_answers_and_no_wrong_on
         was, now = doc["as scored"][name], doc["variant"][name]
         assert now["right"] >= was["right"] and now["wrong"] <= was["wrong"], name
     assert doc["variant"]["all"]["right"] > doc["as scored"]["all"]["right"]
+
+
+def test_the_wrapped_line_rule_adds_right_answers_and_no_wrong_one(full_history):
+    doc = json.loads(history("--json", "--variant", str(REPO / "bench" / "diagnose_variants" / "joined.py")).stdout)
+    for name in [*scored_with(), "all"]:
+        was, now = doc["as scored"][name], doc["variant"][name]
+        assert now["right"] >= was["right"] and now["wrong"] <= was["wrong"], name
+    assert doc["variant"]["all"]["right"] > doc["as scored"]["all"]["right"]
