@@ -1,11 +1,12 @@
 """A bench/diagnose_history.py variant: today's rule for a line a console wrapped
-(orchestrator.diagnose.classify and _unwrapped), applied to each old table.
+(orchestrator.diagnose.classify and _joined), applied to each old table.
 
 Where neither of two neighbouring lines matches a signature alone, the first is at least
 MIN_WRAPPED_LINE characters long and the pair looks wrapped, the pair is matched as one line: joined
 with a space when the second is indented under the first, joined as they are when the first is as
 wide as the log's widest line (a fixed-width cut). The old table's own classify matches the joined
-line, so every table keeps its signatures.
+line, so every table keeps its signatures. Today's bound on the pairs one log reads again
+(orchestrator.diagnose.MAX_UNWRAPPED) is left out: no corpus excerpt comes near it.
 
     .venv/bin/python bench/diagnose_history.py --variant bench/diagnose_variants/joined.py
 """
