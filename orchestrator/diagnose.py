@@ -40,8 +40,9 @@ Python exception line).
 Wrapped lines
 -------------
 A console wraps long lines: a rich panel indents the rest under the message, a fixed-width paste
-cuts mid-word. Two neighbouring lines that match nothing alone and look wrapped (`_joined`) are
-matched once more as one line (the last MAX_UNWRAPPED such pairs of a log). Applied to each blind set
+cuts mid-word. Two neighbouring lines that match nothing alone and look wrapped
+(orchestrator/diagnose_wrapped.py) are matched once more as one line (the last MAX_UNWRAPPED such
+pairs of a log). Applied to each blind set
 with the table it was held back from (`bench/diagnose_history.py --variant
 bench/diagnose_variants/joined.py`), it turned 2 of their 270 unknown answers into right ones and
 added no wrong one (845 entries: 64.0 % right became 64.3 %).
@@ -112,6 +113,7 @@ from orchestrator.diagnose_table import (
     SIGNATURES,
     Signature,
 )
+from orchestrator.diagnose_wrapped import joined
 
 __all__ = [
     "CONFIDENT_PRIORITY",
@@ -143,9 +145,6 @@ UNKNOWN = "unknown"
 # something failed, not which layer owns it, so the verdict stays "unknown".
 CONFIDENT_PRIORITY = 20
 
-# A line at least this long may be one a console wrapped (a terminal's width, a rich console's
-# panel, a fixed-width paste); shorter lines are never joined with the next (see `_joined`).
-MIN_WRAPPED_LINE = 60
 # The most pairs of lines one log has matched again as one wrapped line (see `classify`).
 MAX_UNWRAPPED = 2000
 # Distinct weak signals (see the module docstring) that name a layer with low confidence.
@@ -296,26 +295,12 @@ def _finding(sig: Signature, line: str, number: int) -> Finding:
     )
 
 
-def _joined(first: str, second: str, width: int) -> str | None:
-    """Two neighbouring lines as the one line a console wrapped, if they look wrapped; else None.
-
-    The first must be at least MIN_WRAPPED_LINE long, and either the second indented under it (a rich
-    console's panel, a terminal wrapping at a word: joined with a space) or the first as wide as the
-    widest line of the log (a fixed-width paste cut in the middle of a word: joined as they are).
-    """
-    if len(first) < MIN_WRAPPED_LINE:
-        return None
-    if second[:1].isspace():
-        return f"{first.rstrip()} {second.strip()}"
-    return first + second if len(first) == width else None
-
-
 def classify(text: str) -> list[Finding]:
     """Every line of `text` that matches a signature, in log order.
 
     Each line carries only its best (highest-priority) signature. Two neighbouring lines that match
-    nothing alone and look wrapped (`_joined`) are matched once more as one line, the last
-    MAX_UNWRAPPED such pairs of the log at most (a failure's lines come last; the bound keeps a huge
+    nothing alone and look wrapped (orchestrator/diagnose_wrapped.py) are matched once more as one
+    line, the last MAX_UNWRAPPED such pairs of the log at most (a failure's lines come last; the bound keeps a huge
     log's cost near one pass); the finding then carries the joined line and the first line's number.
     """
     lines = text.splitlines()
@@ -329,11 +314,11 @@ def classify(text: str) -> list[Finding]:
             break
         if matched[index] is not None or matched[index + 1] is not None:
             continue
-        joined = _joined(lines[index], lines[index + 1], width)
-        if joined is not None:
+        line = joined(lines[index], lines[index + 1], width)
+        if line is not None:
             tried += 1
-            sig = match_line(joined)
-            matched[index] = None if sig is None else (sig, joined)
+            sig = match_line(line)
+            matched[index] = None if sig is None else (sig, line)
     return [_finding(m[0], m[1], number) for number, m in enumerate(matched, start=1) if m is not None]
 
 

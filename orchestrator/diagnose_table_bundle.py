@@ -408,9 +408,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "xrt-op-not-registered",
         "bundle-skew",
         65,
-        # torch_xla's XRT client asks the TPU runtime for an op its (older) release lacks; a console may wrap
-        # the line before the op's name (pytorch/xla#662)
-        r"Op type not registered( 'XRT\w+' in binary running on|\s*$)",
+        # torch_xla's XRT client asks the TPU runtime for an op its (older) release lacks
+        r"Op type not registered 'XRT\w+' in binary running on",
         "The TPU runtime is of an older release than the torch_xla client (an XRT op is missing): "
         "recreate the TPU with the runtime version matching torch_xla, or install the matching torch_xla.",
         "https://github.com/pytorch/xla/issues/659",

@@ -391,9 +391,7 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         # a fleet tool's own words for an SSH connection or tunnel to a host that did not come up
         # (dstackai/dstack#471: the container's sshd not started yet; #1994: the key refused)
         r"\b(Can't|Cannot|Could not|Couldn't|Failed to|Unable to) (establish|open|create|start) (an? |the )?SSH tunnel"
-        r"|\bSSH tunnel failed\b|\bSSH connection to (the )?\S+ (with keys \[[^\]]*\] )?(was unsuccessful|failed)\b"
-        # the same line wrapped by the console after "SSH"
-        r"|^\s*connection to (the )?\S+ with keys \[[^\]]*\] was unsuccessful",
+        r"|\bSSH tunnel failed\b|\bSSH connection to (the )?\S+ (with keys \[[^\]]*\] )?(was unsuccessful|failed)\b",
         "The tool could not open its SSH connection or tunnel to the host: check that sshd runs there "
         "(and is up before the tool connects), that the key offered is authorised, and the address and port.",
         "https://github.com/dstackai/dstack/issues/471",

@@ -1281,9 +1281,11 @@ CLASS_VARIANTS = [
     ("ssh-tool-connect-failed", "dstack._internal.core.services.ssh.tunnel SSH tunnel failed: b'Connection refused'"),
     ("ssh-port-forward-failed", "Warning: remote port forwarding failed for listen port 52698"),
     ("ssh-port-forward-failed", "channel_setup_fwd_listener_tcpip: cannot listen to port: 8888"),
+    # the line as a console wrapped it before the op's name (pytorch/xla#662), read whole
     (
         "xrt-op-not-registered",
-        "outputs_handles, &outputs) == ::tensorflow::Status::OK() (Not found: Op type not registered",
+        "outputs_handles, &outputs) == ::tensorflow::Status::OK() (Not found: Op type not registered \n"
+        "'XRTAllocateFromTensor' in binary running on n-1.",
     ),
     (
         "object-storage-transfer-stalled",

@@ -56,16 +56,10 @@ def test_a_variant_runs_in_every_old_table_and_is_scored_beside_it(full_history,
     assert every["right"] < doc["as scored"]["all"]["right"]  # only the `other` entries are right now
 
 
-def test_the_word_rule_fitted_before_each_set_adds_right_answers_and_no_wrong_one(full_history):
-    doc = json.loads(history("--json", "--variant", str(REPO / "bench" / "diagnose_variants" / "words.py")).stdout)
-    for name in [*scored_with(), "all"]:
-        was, now = doc["as scored"][name], doc["variant"][name]
-        assert now["right"] >= was["right"] and now["wrong"] <= was["wrong"], name
-    assert doc["variant"]["all"]["right"] > doc["as scored"]["all"]["right"]
-
-
-def test_the_wrapped_line_rule_adds_right_answers_and_no_wrong_one(full_history):
-    doc = json.loads(history("--json", "--variant", str(REPO / "bench" / "diagnose_variants" / "joined.py")).stdout)
+# the word rule fitted before each set, and the wrapped-line rule
+@pytest.mark.parametrize("rule", ["words.py", "joined.py"])
+def test_a_general_rule_adds_right_answers_and_no_wrong_one(full_history, rule):
+    doc = json.loads(history("--json", "--variant", str(REPO / "bench" / "diagnose_variants" / rule)).stdout)
     for name in [*scored_with(), "all"]:
         was, now = doc["as scored"][name], doc["variant"][name]
         assert now["right"] >= was["right"] and now["wrong"] <= was["wrong"], name

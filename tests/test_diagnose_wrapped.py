@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from orchestrator import diagnose as diag
+from orchestrator.diagnose_wrapped import MIN_WRAPPED_LINE
 
 # a fixed-width paste cut in the middle of a word (pytorch/xla#662's console cut every line at 92 columns)
 CUT = (
@@ -30,7 +31,7 @@ def test_a_line_wrapped_at_a_word_is_read_whole():
 
 
 def test_short_lines_are_never_joined():
-    assert len("ERROR: No space left") < diag.MIN_WRAPPED_LINE
+    assert len("ERROR: No space left") < MIN_WRAPPED_LINE
     assert diag.diagnose("ERROR: No space left\non device") is None
 
 
