@@ -55,6 +55,7 @@ SCORED_WITH = {
     "blind-15.yaml": "d1c2e8b",
     "blind-16.yaml": "ce9fbe7",
     "blind-17.yaml": "2b530e4",
+    "blind-18.yaml": "36f360c",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -43,6 +43,7 @@ BLIND_14_PATH = DATA_DIR / "blind-14.yaml"  # tune: the fourteenth blind set, sc
 BLIND_15_PATH = DATA_DIR / "blind-15.yaml"  # tune: the fifteenth blind set, scored once as held back
 BLIND_16_PATH = DATA_DIR / "blind-16.yaml"  # tune: the sixteenth blind set, scored once as held back
 BLIND_17_PATH = DATA_DIR / "blind-17.yaml"  # tune: the seventeenth blind set, scored once as held back
+BLIND_18_PATH = DATA_DIR / "blind-18.yaml"  # tune: the eighteenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -164,6 +165,20 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-17-copy.yaml",
             "whose thread is a copy, moved to another repository, of one the tune part already quotes",
             (1, 1, 0, 0),
+        ),
+    ),
+    BLIND_18_PATH: (
+        SetAside(
+            DATA_DIR / "blind-18-offstack.yaml",
+            "from other stacks (SSH to a Nix project's build machines and to a desktop project's test VMs, "
+            "a TensorFlow desktop application's host memory)",
+            (3, 1, 2, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-18-disputed.yaml",
+            "whose label a checking reader did not find supported (a Docker-masqueraded network between hosts, "
+            "labelled collective, read as transport)",
+            (1, 0, 1, 0),
         ),
     ),
 }
@@ -350,6 +365,16 @@ BLIND_17_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "memory": (1, 1, 0, 0),
     "disk": (2, 0, 2, 0),
 }
+BLIND_18_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (6, 2, 3, 1),
+    "device-ownership": (1, 1, 0, 0),
+    "runtime-proof": (1, 0, 1, 0),
+    "bundle-skew": (12, 6, 5, 1),
+    "cache": (3, 0, 3, 0),
+    "memory": (3, 0, 3, 0),
+    "collective": (2, 1, 1, 0),
+    "disk": (3, 1, 2, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -369,6 +394,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_15_PATH, BLIND_15_HELD_SCORE),
     (BLIND_16_PATH, BLIND_16_HELD_SCORE),
     (BLIND_17_PATH, BLIND_17_HELD_SCORE),
+    (BLIND_18_PATH, BLIND_18_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -392,4 +418,5 @@ ORDINALS = (
     "fifteenth",
     "sixteenth",
     "seventeenth",
+    "eighteenth",
 )

@@ -38,7 +38,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         95,
         # older releases name the whole API table (PJRT_Api), newer ones the argument struct
         r"Unexpected (?:PJRT_Api|\w+_Args) size: expected \d+, got \d+"
-        r"|The plugin is likely built with a (later|earlier) version than the framework",
+        r"|The plugin is likely built with a (later|earlier) version than the framework"
+        # a plugin older than the framework: a C API function the framework calls is only a stub
+        # there (iree-org/iree#19223)
+        r"|Unexpected error status .*\bUNIMPLEMENTED[;:] PJRT_\w+",
         "Frontend and libtpu disagree on the PJRT C API (struct sizes): use the libtpu validated with "
         "this torch_xla/jax; they move together as one bundle.",
         "https://github.com/vllm-project/tpu-inference/pull/1109",
@@ -141,11 +144,26 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "Collecting torch>=1.10.0 (from accelerate)",
     ),
     sig(
+        "cluster-version-mismatch",
+        "bundle-skew",
+        80,
+        # a cluster framework comparing the versions a node runs with the head's (Ray's check at
+        # connect; Dask's between client, scheduler and workers)
+        r"Version mismatch: The cluster was started with|\bMismatched versions found\b",
+        "Two hosts of one cluster run different package versions: deploy the same locked bundle to every "
+        "worker (and the head) and restart them together.",
+        "https://github.com/ray-project/ray/issues/1263",
+        "Exception: Version mismatch: The cluster was started with:",
+    ),
+    sig(
         "wheel-not-for-this-platform",
         "bundle-skew",
         75,
         # pip refusing a wheel whose tags (Python version, ABI, platform) do not match this interpreter
-        r"\S+\.whl is not a supported wheel on this platform",
+        r"\S+\.whl is not a supported wheel on this platform"
+        # uv's wording of the same (airsenal#741: a locked jaxlib without a wheel for CPython 3.13)
+        r"|can't be installed because it doesn't have a source distribution or wheel for the current platform"
+        r"|only has wheels with the following Python (ABI|implementation) tags",
         "The wheel was built for another Python version or platform than this interpreter's: pin the "
         "wheel whose tags match the bundle's Python (cpXY) and platform, or the Python the wheel was made for.",
         "https://github.com/pytorch/xla/issues/4974",
@@ -280,6 +298,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|Outdated (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL|NVRTC|nvJitLink) installation found"
         # the same check's wording in older releases (jax/_src/xla_bridge.py, _check_cuda_versions)
         r"|Found (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL) version \d+, but JAX was built against version"
+        # the same check in the XLA runtime of older jaxlib releases (jax-ml/jax#6517)
+        r"|Loaded runtime [Cc]u[Dd][Nn][Nn] library: \S+ but source was compiled with:? \S+"
         # two copies of TensorFlow's op registry in one process: an older torch_xla carries its own
         # TensorFlow and the pip tensorflow package registers the same ops again (pytorch/xla#2524)
         r"|Check failed: existing == nullptr .*already registered"

@@ -34,6 +34,23 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "OSError: [Errno 122] Disk quota exceeded: 'out/intermediate.ntw'",
     ),
     sig(
+        "filesystem-lock-unsupported",
+        "disk",
+        70,
+        # a mounted filesystem (NFS without its lock daemon, some parallel filesystems) that does not
+        # implement the lock call a checkpoint writer takes: TensorStore's (google/tensorstore#183) and
+        # HDF5's wording (errno 37 ENOLCK, 38 ENOSYS)
+        r"Failed to acquire lock on file: .*\[OS error: (Function not implemented|No locks available)\]"
+        r"|unable to lock file, errno = 3[78]\b|\[Errno 37\] No locks available",
+        "The filesystem the checkpoint or file goes to does not support file locks: write to a local "
+        "disk or a bucket, enable locking on the mount (NFS's lockd), or turn the writer's locking off.",
+        "https://github.com/google/tensorstore/issues/183",
+        'ValueError: FAILED_PRECONDITION: Error writing local file "/home/<account>/laurel/dat/runs/test/working_'
+        'directories/1/actor_params.orbax-checkpoint-tmp-1695894959581296/_sharding": Failed to acquire lock on '
+        "file: /home/<account>/laurel/dat/runs/test/working_directories/1/actor_params.orbax-checkpoint-tmp-"
+        "1695894959581296/_sharding.__lock [OS error: Function not implemented]",
+    ),
+    sig(
         "shm-too-small",
         "disk",
         70,

@@ -404,11 +404,32 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         # OpenSSH could not set up a forwarded port: the port is taken, often by a stale tunnel of an
         # earlier session (dstackai/dstack#1213)
         r"\bforwarding failed for listen port \d+"
-        r"|channel_setup_fwd_listener_tcpip: cannot listen to port: \d+|Could not request local forwarding",
+        r"|channel_setup_fwd_listener_tcpip: cannot listen to port: \d+|Could not request local forwarding"
+        # the server (or a bastion on the way) refuses the forwarded channel
+        # (microsoft/vscode-remote-release#10062)
+        r"|channel \d+: open failed: administratively prohibited",
         "SSH could not forward the tunnel's port: another process (often a stale ssh tunnel from an earlier "
-        "session) holds it; find it (`ss -ltnp`), stop it, or forward another port.",
+        "session) holds it, or the server or a bastion forbids forwarding (AllowTcpForwarding, the "
+        "bastion's policy: 'administratively prohibited'); free the port or allow forwarding.",
         "https://github.com/dstackai/dstack/issues/1213",
         "Failed to connect to gateway 34.88.240.248: Error: remote port forwarding failed for listen port 8001",
+    ),
+    sig(
+        "remote-launcher-unreachable",
+        "transport",
+        40,
+        # a parallel launcher's remote shell could not reach a node (pdsh/pdcp's rcmd module, Open MPI's
+        # daemons started over ssh, MVAPICH's mpirun_rsh, MPICH's hydra proxies); the reason, when
+        # given, is on another line (pdsh's ssh exiting 255 is ssh-launcher-exit-255)
+        r"\bpd(sh|cp)@\S+: \S+: (rcmd: |connect: )"
+        r"|ORTE was unable to reliably start one or more daemons"
+        r"|\[\S+:mpirun_rsh\]\[connect_socket\] could not connect to"
+        r"|HYDU_sock_connect \(\S+\): unable to (connect|get host address)",
+        "The launcher could not start its processes on a node over the remote shell: check that the "
+        "node answers ssh from the launching host without a prompt (key, known_hosts, name "
+        "resolution) and that the launcher uses ssh, not rsh (pdsh -R ssh).",
+        "https://github.com/chaos/pdsh/issues/127",
+        "pdcp@localhost: host: rcmd: socket: Permission denied",
     ),
     sig(
         "ansible-ssh-unreachable",

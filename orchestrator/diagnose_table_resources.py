@@ -76,9 +76,12 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # A symptom-level owner: the path names a cache directory (a compilation cache or one under
         # ~/.cache that a library creates at import), and it is not writable by this user.
         45,
-        r"(Permission denied|Read-only file system|PERMISSION_DENIED)\b.*?[/\\]"
+        r"((Permission denied|Read-only file system|PERMISSION_DENIED)\b|PermissionError: \[WinError 5\]).*?[/\\]"
         r"(\.cache[/\\](?!huggingface|pip\b|torch[/\\]hub|matplotlib|fontconfig|uv\b)"
-        r"|[\w.-]*(compil|xla|jax|jit|autotune)[\w.-]*cach)",
+        r"|[\w.-]*(compil|xla|jax|jit|autotune)[\w.-]*cach"
+        # torch.compile's own caches: inductor's per-user directory and Triton's kernel cache (Windows
+        # says "access denied" in the system's language: comfy-wavespeed#123)
+        r"|torchinductor_[^/\\\s]*[/\\]|\.triton[/\\]cache\b)",
         "A cache directory is not writable by this user: point the cache at a writable path owned by "
         "the run (JAX_COMPILATION_CACHE_DIR, XLA_PERSISTENT_CACHE_PATH, the lane's cache path) instead "
         "of a home or shared directory another user created.",
@@ -168,7 +171,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"[Oo]ut of memory: Killed process \d+|^\S.*Killed process \d+ \(.*\) total-vm:|oom-kill:constraint="
         r"|Memory cgroup out of memory|Out of memory: Kill process \d+ \(.*\) score \d+|invoked oom-killer: gfp_mask="
         # the same kill as a container runtime reports it (Kubernetes' OOMKilled; marin-community/marin#6774)
-        r"|\bOOMKilled\b|[Cc]ontainer was OOM killed",
+        r"|\bOOMKilled\b|[Cc]ontainer was OOM killed"
+        # runc's, when the container's own init is killed under its memory limit (kubeflow/trainer#1661)
+        r"|container init was OOM-killed",
         "The kernel's OOM killer ended the process (host RAM, not HBM): lower host-side memory (data "
         "loading, checkpoint staging, number of processes per host).",
         "https://github.com/pcyin/tranX/issues/41",
@@ -197,6 +202,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"|\[Errno 12\] Cannot allocate memory|Cannot allocate memory \(os error 12\)"
         # NumPy's own refusal for a host array
         r"|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape"
+        # Python's own, bare (Nerogar/OneTrainer#835); not "MemoryError: std::bad_alloc", a C++ library's
+        # failed allocation, which in the corpus was a library not matching its runtime (t5x#1004)
+        r"|^\s*MemoryError\s*$"
         r"|errno[:=] ?12\b.{0,40}Cannot allocate memory|'Cannot allocate memory' \(errno=12\)"
         # XLA:CPU's LLVM JIT refused memory for compiled code (jax-ml/jax#11923, pasteurlabs/mosaic#15)
         r"|\b(JIT session|LLVM compilation) error: Cannot allocate memory"
@@ -318,7 +326,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # signal line lower-cased in some releases' tables)
         r"|failed \(exitcode: -9\) local_rank:|\bexitcode *: -9 \(pid:|\bsignal 9 \(SIGKILL\) received by PID \d+"
         # torch.multiprocessing (xmp.spawn) reporting a child the OOM killer took
-        r"|process \d+ terminated with signal SIGKILL\b",
+        r"|process \d+ terminated with signal SIGKILL\b"
+        # Python's subprocess reporting a child the OOM killer took (accelerate's launcher,
+        # huggingface/autotrain-advanced#456)
+        r"|died with <Signals\.SIGKILL: 9>",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
         "'Out of memory' on that worker.",
         "https://github.com/tmux/tmux/issues/2364",

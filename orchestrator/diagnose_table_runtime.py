@@ -358,7 +358,10 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "runtime-proof",
         70,
         # PyTorch Lightning's check that the requested accelerator's runtime answered
-        r"(TPU|XLA)Accelerator can not run on your system|MisconfigurationException\W+No TPU devices were found",
+        r"(TPU|XLA)Accelerator can not run on your system|MisconfigurationException\W+No TPU devices were found"
+        # older releases' wording, raised when the TPU probe did not answer in time
+        # (Lightning-AI/pytorch-lightning#4829)
+        r"|MisconfigurationException\W+PyTorch XLA not installed",
         "The trainer asked for TPUs and the runtime found none (only the CPU answered): run on a TPU VM "
         "with the lane's runtime policy applied before import, and prove it with `orch probe`.",
         "https://github.com/ratsgo/nlpbook/issues/37",

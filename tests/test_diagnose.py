@@ -32,6 +32,7 @@ from orchestrator.diagnose_blind import (
     BLIND_15_PATH,
     BLIND_16_PATH,
     BLIND_17_PATH,
+    BLIND_18_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1291,6 +1292,44 @@ CLASS_VARIANTS = [
         "object-storage-transfer-stalled",
         "W0312 10:01:02.123456    1234 curl_transport.cc:397] Error [7]=Couldn't connect to server in curl operation",
     ),
+    # the eighteenth set's classes in other threads' and tools' words
+    (
+        "process-killed",
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGKILL: 9>.",
+    ),
+    ("host-oom-killer", 'level=error msg="runc run failed: container init was OOM-killed (memory limit too low?)"'),
+    ("host-alloc-enomem", "    MemoryError"),
+    (
+        "native-extension-mismatch",
+        "E tensorflow/stream_executor/cuda/cuda_dnn.cc:363] Loaded runtime CuDNN library: 8.0.4 but source was "
+        "compiled with: 8.1.0.",
+    ),
+    (
+        "wheel-not-for-this-platform",
+        "hint: You're using CPython 3.13 (`cp313`), but `torch` (v2.1.0) only has wheels with the following Python "
+        "ABI tags: `cp38`, `cp39`, `cp310`, `cp311`",
+    ),
+    (
+        "pjrt-plugin-abi-mismatch",
+        "F0101 00:00:00.000000 1 pjrt_c_api_helpers.cc:241] Unexpected error status stubs.inc:5: UNIMPLEMENTED: "
+        "PJRT_Client_TopologyDescription",
+    ),
+    ("cluster-version-mismatch", "RuntimeError: Version mismatch: The cluster was started with:"),
+    ("cluster-version-mismatch", "UserWarning: Mismatched versions found"),
+    ("lightning-tpu-accelerator-unavailable", "MisconfigurationException: PyTorch XLA not installed."),
+    ("ssh-port-forward-failed", "channel 3: open failed: administratively prohibited: open failed"),
+    ("remote-launcher-unreachable", "pdsh@node0: node3: connect: Connection refused"),
+    ("remote-launcher-unreachable", "ORTE was unable to reliably start one or more daemons."),
+    (
+        "remote-launcher-unreachable",
+        '[mpiexec@node0] HYDU_sock_connect (utils/sock/sock.c:145): unable to connect from "node0" to "node1" '
+        "(No route to host)",
+    ),
+    (
+        "filesystem-lock-unsupported",
+        "OSError: Unable to open file (unable to lock file, errno = 37, error message = 'No locks available')",
+    ),
+    ("cache-dir-not-writable", "PermissionError: [Errno 13] Permission denied: '/tmp/torchinductor_root/triton/0/ab'"),
 ]
 
 
@@ -1318,6 +1357,18 @@ NOT_THE_CLASS = [
     ("ssh -N -L 8888:localhost:8888 worker-0 &  # forwarding for the notebook", None),
     ("Op type not registered 'SentencepieceOp' in binary running on worker-0.", None),
     ("curl: (28) Operation timed out after 30000 milliseconds with 0 bytes received", None),
+    # a C++ allocation failure inside a library (in the corpus, a library not matching its runtime); a lock
+    # another process holds (not a filesystem without locks); a file named after inductor, not its cache;
+    # a forwarded port with nothing listening; a launcher's ordinary output
+    ("MemoryError: std::bad_alloc", None),
+    (
+        "OSError: Unable to open file (unable to lock file, errno = 11, error message = 'Resource temporarily "
+        "unavailable')",
+        None,
+    ),
+    ("PermissionError: [Errno 13] Permission denied: '/data/torchinductor_results.csv'", None),
+    ("channel 2: open failed: connect failed: Connection refused", None),
+    ("pdsh@node0: node3: step 100 loss 2.31", None),
     (
         "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared "
         "object file: No such file or directory",
@@ -1789,7 +1840,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 18))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 19))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1799,7 +1850,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
     assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
     assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
-    assert files.count(BLIND_17_PATH.name) == 15
+    assert files.count(BLIND_17_PATH.name) == 15 and files.count(BLIND_18_PATH.name) == 31
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1875,7 +1926,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.891 and tune.total.wrong <= 26, tune.total
+    assert tune.total.accuracy >= 0.888 and tune.total.wrong <= 28, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1912,6 +1963,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.95 and blind.total.wrong == 0, blind.total
     blind = score(load_corpus(BLIND_17_PATH), "tune")  # 40.0 % right, 2 wrong when it was held back
     assert blind.total.accuracy >= 0.73 and blind.total.wrong <= 2, blind.total
+    blind = score(load_corpus(BLIND_18_PATH), "tune")  # 35.5 % right, 2 wrong when it was held back
+    assert blind.total.accuracy >= 0.77 and blind.total.wrong <= 2, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -1952,6 +2005,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-15.yaml",
         "blind-16.yaml",
         "blind-17.yaml",
+        "blind-18.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -1970,6 +2024,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-15.yaml"]["entries"] == 37
     assert doc["tune"]["per_file"]["blind-16.yaml"]["entries"] == 22
     assert doc["tune"]["per_file"]["blind-17.yaml"]["entries"] == 15
+    assert doc["tune"]["per_file"]["blind-18.yaml"]["entries"] == 31
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
