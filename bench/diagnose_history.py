@@ -56,6 +56,7 @@ SCORED_WITH = {
     "blind-16.yaml": "ce9fbe7",
     "blind-17.yaml": "2b530e4",
     "blind-18.yaml": "36f360c",
+    "blind-19.yaml": "7d2dfa1",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -44,6 +44,7 @@ BLIND_15_PATH = DATA_DIR / "blind-15.yaml"  # tune: the fifteenth blind set, sco
 BLIND_16_PATH = DATA_DIR / "blind-16.yaml"  # tune: the sixteenth blind set, scored once as held back
 BLIND_17_PATH = DATA_DIR / "blind-17.yaml"  # tune: the seventeenth blind set, scored once as held back
 BLIND_18_PATH = DATA_DIR / "blind-18.yaml"  # tune: the eighteenth blind set, scored once as held back
+BLIND_19_PATH = DATA_DIR / "blind-19.yaml"  # tune: the nineteenth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -179,6 +180,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             "whose label a checking reader did not find supported (a Docker-masqueraded network between hosts, "
             "labelled collective, read as transport)",
             (1, 0, 1, 0),
+        ),
+    ),
+    BLIND_19_PATH: (
+        SetAside(
+            DATA_DIR / "blind-19-offstack.yaml",
+            "from other stacks (a plain server's login out of memory, two TensorFlow jobs on GPU clusters)",
+            (3, 0, 3, 0),
         ),
     ),
 }
@@ -375,6 +383,15 @@ BLIND_18_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "collective": (2, 1, 1, 0),
     "disk": (3, 1, 2, 0),
 }
+BLIND_19_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (4, 4, 0, 0),
+    "runtime-proof": (1, 0, 1, 0),
+    "bundle-skew": (10, 6, 3, 1),
+    "memory": (3, 2, 0, 1),
+    "collective": (2, 2, 0, 0),
+    "disk": (4, 4, 0, 0),
+    "other": (2, 2, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -395,6 +412,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_16_PATH, BLIND_16_HELD_SCORE),
     (BLIND_17_PATH, BLIND_17_HELD_SCORE),
     (BLIND_18_PATH, BLIND_18_HELD_SCORE),
+    (BLIND_19_PATH, BLIND_19_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -419,4 +437,5 @@ ORDINALS = (
     "sixteenth",
     "seventeenth",
     "eighteenth",
+    "nineteenth",
 )

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 from orchestrator.diagnose_sig import Signature, sig
 
+# Installed libraries of the stack and around it whose modules lacking a name (or an importable name)
+# means two installed versions that do not belong together, not a user's own module: in the corpus,
+# every such line in an installed library's module was a version skew.
+_INSTALLED_LIBS = (
+    r"(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu|torch|torchvision|torchaudio|torchtune|tensorflow|chex|haiku"
+    r"|equinox|numpyro|numpy|scipy|transformers|peft|diffusers|accelerate|deepspeed|lightning|pytorch_lightning"
+    r"|keras|ray)\b"
+)
+
 BUNDLE_SIGNATURES: tuple[Signature, ...] = (
     # -------------------------------------------------------------- bundle-skew
     sig(
@@ -316,9 +325,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "frontend-name-missing",
         "bundle-skew",
         65,
-        r"cannot import name '\w+' from '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b",
-        "A library was installed for another jax/torch_xla release than the one present (flax, optax "
-        "and friends move with jax): install the versions the bundle pins together.",
+        r"cannot import name '\w+' from '" + _INSTALLED_LIBS,
+        "A library was installed for another release of the library it imports from (flax, optax and "
+        "friends move with jax; peft with transformers): install the versions the bundle pins together.",
         "https://github.com/jax-ml/jax/issues/17508",
         "ImportError: cannot import name 'ShapedArray' from 'jax' (/usr/local/lib/python3.10/dist-packages/"
         "jax/__init__.py)",
@@ -327,14 +336,13 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "frontend-attribute-missing",
         "bundle-skew",
         65,
-        r"(AttributeError(: |\(\"?)|^\W*)module '(jax|jaxlib|flax|optax|orbax|torch_xla|libtpu)\b[\w.]*' has no "
-        r"attribute"
+        r"(AttributeError(: |\(\"?)|^\W*)module '" + _INSTALLED_LIBS + r"[\w.]*' has no attribute"
         # jax's config object lost its define_*_state API (jax 0.4.25) under an older flax/orbax/chex
         r"|'Config' object has no attribute 'define_\w+_state'"
         # the TPU backend failing on it (JAX also probes the GPU plugins at INFO level, harmlessly)
         r"|Unable to initialize backend 'tpu': module '(jax|jaxlib|libtpu)\b[\w.]*' has no attribute",
-        "A jax/torch_xla module lacks a name another installed package (or jax itself) expects: the "
-        "versions do not belong together; install the set the bundle pins.",
+        "An installed library's module lacks a name another installed package (or the library itself) "
+        "expects: the versions do not belong together; install the set the bundle pins.",
         "https://github.com/blackjax-devs/blackjax/issues/787",
         "AttributeError: module 'jax.core' has no attribute 'Shape'",
     ),
@@ -348,7 +356,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         66,
         r"module '(cryptography|OpenSSL|nacl|bcrypt)\b[\w.]*' has no attribute|module 'lib' has no attribute 'X509_"
         r"|'_?\w*(PublicNumbers|PrivateNumbers|PublicKey|PrivateKey|Backend|CipherContext)' object has no attribute"
-        r"|type object '_?\w*(PublicKey|PrivateKey)' has no attribute",
+        r"|type object '_?\w*(PublicKey|PrivateKey)' has no attribute"
+        # a member of cryptography's serialization enums (Encoding.Raw, PrivateFormat.OpenSSH) that the
+        # installed release lacks, reported bare by older Pythons' Enum (paramiko/paramiko#1472)
+        r"|^\s*AttributeError: (Raw|OpenSSH)\s*$",
         "The installed `cryptography` does not match what paramiko or pyOpenSSL were released against: "
         "install the versions that belong together (`pip install -U cryptography pyopenssl` in that "
         "environment, or orch's own locked environment for the controller).",

@@ -33,6 +33,7 @@ from orchestrator.diagnose_blind import (
     BLIND_16_PATH,
     BLIND_17_PATH,
     BLIND_18_PATH,
+    BLIND_19_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1330,6 +1331,11 @@ CLASS_VARIANTS = [
         "OSError: Unable to open file (unable to lock file, errno = 37, error message = 'No locks available')",
     ),
     ("cache-dir-not-writable", "PermissionError: [Errno 13] Permission denied: '/tmp/torchinductor_root/triton/0/ab'"),
+    # the nineteenth set's classes in other threads' words
+    ("frontend-attribute-missing", "AttributeError: module 'numpy' has no attribute 'float'."),
+    ("frontend-attribute-missing", "AttributeError: module 'torch.library' has no attribute 'register_fake'"),
+    ("frontend-name-missing", "ImportError: cannot import name 'is_torch_xla_available' from 'transformers'"),
+    ("crypto-library-skew", "AttributeError: OpenSSH"),
 ]
 
 
@@ -1369,6 +1375,13 @@ NOT_THE_CLASS = [
     ("PermissionError: [Errno 13] Permission denied: '/data/torchinductor_results.csv'", None),
     ("channel 2: open failed: connect failed: Connection refused", None),
     ("pdsh@node0: node3: step 100 loss 2.31", None),
+    # the user's own module, and a file of the user's shadowing an installed library
+    ("AttributeError: module 'utils' has no attribute 'load_config'", None),
+    (
+        "AttributeError: partially initialized module 'torch' has no attribute 'nn' (most likely due to a "
+        "circular import)",
+        None,
+    ),
     (
         "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared "
         "object file: No such file or directory",
@@ -1840,7 +1853,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 19))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 20))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1851,6 +1864,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
     assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
     assert files.count(BLIND_17_PATH.name) == 15 and files.count(BLIND_18_PATH.name) == 31
+    assert files.count(BLIND_19_PATH.name) == 26
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1926,7 +1940,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.888 and tune.total.wrong <= 28, tune.total
+    assert tune.total.accuracy >= 0.887 and tune.total.wrong <= 29, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1965,6 +1979,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.73 and blind.total.wrong <= 2, blind.total
     blind = score(load_corpus(BLIND_18_PATH), "tune")  # 35.5 % right, 2 wrong when it was held back
     assert blind.total.accuracy >= 0.77 and blind.total.wrong <= 2, blind.total
+    blind = score(load_corpus(BLIND_19_PATH), "tune")  # 76.9 % right, 2 wrong when it was held back
+    assert blind.total.accuracy >= 0.84 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -2006,6 +2022,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-16.yaml",
         "blind-17.yaml",
         "blind-18.yaml",
+        "blind-19.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -2025,6 +2042,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-16.yaml"]["entries"] == 22
     assert doc["tune"]["per_file"]["blind-17.yaml"]["entries"] == 15
     assert doc["tune"]["per_file"]["blind-18.yaml"]["entries"] == 31
+    assert doc["tune"]["per_file"]["blind-19.yaml"]["entries"] == 26
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
