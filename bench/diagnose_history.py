@@ -57,6 +57,7 @@ SCORED_WITH = {
     "blind-17.yaml": "2b530e4",
     "blind-18.yaml": "36f360c",
     "blind-19.yaml": "7d2dfa1",
+    "blind-20.yaml": "11fd3f6",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -45,6 +45,7 @@ BLIND_16_PATH = DATA_DIR / "blind-16.yaml"  # tune: the sixteenth blind set, sco
 BLIND_17_PATH = DATA_DIR / "blind-17.yaml"  # tune: the seventeenth blind set, scored once as held back
 BLIND_18_PATH = DATA_DIR / "blind-18.yaml"  # tune: the eighteenth blind set, scored once as held back
 BLIND_19_PATH = DATA_DIR / "blind-19.yaml"  # tune: the nineteenth blind set, scored once as held back
+BLIND_20_PATH = DATA_DIR / "blind-20.yaml"  # tune: the twentieth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -187,6 +188,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-19-offstack.yaml",
             "from other stacks (a plain server's login out of memory, two TensorFlow jobs on GPU clusters)",
             (3, 0, 3, 0),
+        ),
+    ),
+    BLIND_20_PATH: (
+        SetAside(
+            DATA_DIR / "blind-20-unchecked.yaml",
+            "whose thread no checking reader could reach (neither its excerpt nor its label checked)",
+            (1, 1, 0, 0),
         ),
     ),
 }
@@ -392,6 +400,17 @@ BLIND_19_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (4, 4, 0, 0),
     "other": (2, 2, 0, 0),
 }
+BLIND_20_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (4, 0, 4, 0),
+    "device-ownership": (1, 0, 1, 0),
+    "runtime-proof": (1, 0, 1, 0),
+    "bundle-skew": (5, 1, 3, 1),
+    "cache": (1, 0, 1, 0),
+    "memory": (2, 1, 1, 0),
+    "collective": (3, 1, 2, 0),
+    "disk": (1, 1, 0, 0),
+    "other": (2, 2, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -413,6 +432,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_17_PATH, BLIND_17_HELD_SCORE),
     (BLIND_18_PATH, BLIND_18_HELD_SCORE),
     (BLIND_19_PATH, BLIND_19_HELD_SCORE),
+    (BLIND_20_PATH, BLIND_20_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -438,4 +458,5 @@ ORDINALS = (
     "seventeenth",
     "eighteenth",
     "nineteenth",
+    "twentieth",
 )

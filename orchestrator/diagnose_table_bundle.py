@@ -158,7 +158,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         80,
         # a cluster framework comparing the versions a node runs with the head's (Ray's check at
         # connect; Dask's between client, scheduler and workers)
-        r"Version mismatch: The cluster was started with|\bMismatched versions found\b",
+        r"Version mismatch: The cluster was started with|\bMismatched versions found\b"
+        # Open MPI's daemons of different releases on two hosts failing to read each other's messages
+        # (horovod/horovod#637)
+        r"|Data unpack would read past end of buffer",
         "Two hosts of one cluster run different package versions: deploy the same locked bundle to every "
         "worker (and the head) and restart them together.",
         "https://github.com/ray-project/ray/issues/1263",
@@ -314,7 +317,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|Check failed: existing == nullptr .*already registered"
         # the same for protobuf: two extensions each linking their own copy of one .proto
         # (tensorflow/tensorflow#61593, a TensorFlow built against the system protobuf)
-        r"|File already exists in database: \S+\.proto",
+        r"|File already exists in database: \S+\.proto"
+        # and for absl flags: jaxlib and a plugin built apart each defining XLA's flags
+        # (conda-forge/jaxlib-feedstock#320)
+        r"|Flag '\w+' was defined more than once",
         "A compiled extension was built against another version of a library it loads: install the "
         "builds the bundle pins together instead of mixing channels (pip, conda) or releases.",
         "https://github.com/conda-forge/jaxlib-feedstock/issues/139",

@@ -294,7 +294,9 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         # the ranks reached different collectives (op, shape or order): torch's check under
         # TORCH_DISTRIBUTED_DEBUG=DETAIL, and NCCL's own (NVIDIA/nccl#296)
         65,
-        r"Detected mismatch between collectives on ranks|NCCL WARN Mismatched collective detected",
+        r"Detected mismatch between collectives on ranks|NCCL WARN Mismatched collective detected"
+        # Horovod's stall check (horovod/horovod#100: the ranks named their tensors differently)
+        r"|This may indicate that different ranks are trying to submit different tensors",
         "The ranks called different collectives (one skipped a barrier or a broadcast, or shapes differ by "
         "rank): make every rank take the same path through the collectives, e.g. no per-rank timing or data "
         "deciding whether a rank joins.",

@@ -213,6 +213,21 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         'File "D:\\23.10.17\\smartIDC\\python39\\lib\\site-packages\\paramiko\\client.py", line 766, in _auth',
     ),
     sig(
+        "nccl-ib-completion-error",
+        "transport",
+        50,
+        # NCCL's InfiniBand/RoCE transport getting a failed work completion from the peer's side: the
+        # fabric between the hosts (MTU differing between hosts, a flapping link, retry exceeded;
+        # NVIDIA/nccl#1524), not the gang's logic
+        r"NET/IB ?: Got completion (from peer \S+ )?with (error|status)[= ]?\d+",
+        "The RDMA network between the hosts failed a transfer: check the link and the NICs' settings "
+        "on both hosts (MTU, the same on every host; `ibstat`, port counters), and NCCL_IB_HCA.",
+        "https://github.com/NVIDIA/nccl/issues/1524",
+        "ubuntu20-server-2:94639:94652 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+        "192.168.1.2<57888> with status=5 opcode=1 len=0 vendor err 249 (Recv) localGid fe80::e61d:2dff:fef2:9c94 "
+        "remoteGidsfe80::e61d:2dff:fef2:9fa0",
+    ),
+    sig(
         "gloo-hostname-unresolved",
         "transport",
         70,

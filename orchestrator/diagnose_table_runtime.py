@@ -248,9 +248,13 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         60,
         r"The number of devices must be either 1 or \d+, got \d+ instead"
         # XRT's form of the same mismatch: a device index past the count the topology env gave
-        r"|num_tpu_devices_per_task\(\) \(\d+ vs\. \d+\)",
-        "The process count does not match the TPU device count the runtime read from the environment "
-        "(TPU_NUM_DEVICES and the topology variables): set them in the lane's runtime profile before import.",
+        r"|num_tpu_devices_per_task\(\) \(\d+ vs\. \d+\)"
+        # CUDA's form: a process asking for a device index past those the environment makes visible
+        # (jax-ml/jax#23452: a launcher indexing GPUs by rank under a per-task CUDA_VISIBLE_DEVICES)
+        r"|\binvalid device ordinal\b",
+        "The process count does not match the device count the runtime read from the environment "
+        "(TPU_NUM_DEVICES and the topology variables; CUDA_VISIBLE_DEVICES on GPUs): set them in the "
+        "lane's runtime profile before import.",
         "https://github.com/pytorch/xla/issues/2483",
         "ValueError: The number of devices must be either 1 or 8, got 2 instead",
     ),

@@ -34,6 +34,7 @@ from orchestrator.diagnose_blind import (
     BLIND_17_PATH,
     BLIND_18_PATH,
     BLIND_19_PATH,
+    BLIND_20_PATH,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
@@ -1336,6 +1337,25 @@ CLASS_VARIANTS = [
     ("frontend-attribute-missing", "AttributeError: module 'torch.library' has no attribute 'register_fake'"),
     ("frontend-name-missing", "ImportError: cannot import name 'is_torch_xla_available' from 'transformers'"),
     ("crypto-library-skew", "AttributeError: OpenSSH"),
+    # the twentieth set's classes in other threads' words
+    (
+        "collective-mismatch",
+        "W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or "
+        "broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may "
+        "indicate that different ranks are trying to submit different tensors or that only subset of ranks is "
+        "submitting tensors, which will cause deadlock.",
+    ),
+    (
+        "cluster-version-mismatch",
+        "[node2:01234] [[1234,0],1] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file "
+        "util/nidmap.c at line 148",
+    ),
+    ("native-extension-mismatch", "ERROR: Flag 'xla_gpu_enable_triton_gemm' was defined more than once"),
+    ("tpu-device-count-env-mismatch", "RuntimeError: CUDA error: invalid device ordinal"),
+    (
+        "nccl-ib-completion-error",
+        "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4321> with error 12, opcode 0, len 0, vendor err 129",
+    ),
 ]
 
 
@@ -1375,6 +1395,8 @@ NOT_THE_CLASS = [
     ("PermissionError: [Errno 13] Permission denied: '/data/torchinductor_results.csv'", None),
     ("channel 2: open failed: connect failed: Connection refused", None),
     ("pdsh@node0: node3: step 100 loss 2.31", None),
+    # an InfiniBand call refused on this host (a setting of its own, not a transfer between hosts)
+    ("misc/ibvwrap.cc:280 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument", None),
     # the user's own module, and a file of the user's shadowing an installed library
     ("AttributeError: module 'utils' has no attribute 'load_config'", None),
     (
@@ -1703,7 +1725,7 @@ def test_a_healthy_run_names_no_layer():
 def test_every_signature_has_a_source_a_remedy_a_known_layer_and_a_unique_id():
     ids = [s.id for s in diag.SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert 30 <= len(ids) <= 195
+    assert 30 <= len(ids) <= 200
     for s in diag.SIGNATURES:
         assert s.layer in diag.LAYERS, s.id
         assert re.match(r"https://\S+$", s.source), s.id
@@ -1853,7 +1875,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 20))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 21))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1864,7 +1886,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
     assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
     assert files.count(BLIND_17_PATH.name) == 15 and files.count(BLIND_18_PATH.name) == 31
-    assert files.count(BLIND_19_PATH.name) == 26
+    assert files.count(BLIND_19_PATH.name) == 26 and files.count(BLIND_20_PATH.name) == 20
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1940,7 +1962,7 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.887 and tune.total.wrong <= 29, tune.total
+    assert tune.total.accuracy >= 0.881 and tune.total.wrong <= 30, tune.total
     blind = score(load_corpus(BLIND_1_PATH), "tune")  # 79.2 % right, 3 wrong when it was held back
     assert blind.total.accuracy >= 0.97 and blind.total.wrong <= 1, blind.total
     blind = score(load_corpus(BLIND_2_PATH), "tune")  # 64.0 % right, 4 wrong when it was held back
@@ -1981,6 +2003,8 @@ def test_tune_accuracy_does_not_regress():
     assert blind.total.accuracy >= 0.77 and blind.total.wrong <= 2, blind.total
     blind = score(load_corpus(BLIND_19_PATH), "tune")  # 76.9 % right, 2 wrong when it was held back
     assert blind.total.accuracy >= 0.84 and blind.total.wrong <= 1, blind.total
+    blind = score(load_corpus(BLIND_20_PATH), "tune")  # 30.0 % right, 1 wrong when it was held back
+    assert blind.total.accuracy >= 0.60 and blind.total.wrong <= 1, blind.total
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
 
 
@@ -2023,6 +2047,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-17.yaml",
         "blind-18.yaml",
         "blind-19.yaml",
+        "blind-20.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -2043,6 +2068,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-17.yaml"]["entries"] == 15
     assert doc["tune"]["per_file"]["blind-18.yaml"]["entries"] == 31
     assert doc["tune"]["per_file"]["blind-19.yaml"]["entries"] == 26
+    assert doc["tune"]["per_file"]["blind-20.yaml"]["entries"] == 20
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
