@@ -105,6 +105,7 @@ from dataclasses import dataclass, field
 
 from orchestrator import diagnose_words
 from orchestrator.diagnose_frames import FRAME_LAYERS, frame_layer
+from orchestrator.diagnose_literals import LiteralIndex, required_literals
 from orchestrator.diagnose_table import (
     DEBUGGING_ORDER,
     LAYER_INFO,
@@ -246,6 +247,9 @@ class Verdict:
 
 
 _BY_ID = {s.id: s for s in SIGNATURES}
+# Which signatures may match a line, from the literal text each pattern cannot match without
+# (orchestrator/diagnose_literals.py): most lines of a log rule out every signature this way.
+_LITERALS = LiteralIndex([required_literals(s.pattern) for s in SIGNATURES])
 
 
 def signature(sig_id: str) -> Signature:
@@ -277,7 +281,9 @@ def match_line(line: str) -> Signature | None:
     bare = _LAUNCHER_PREFIX.sub("", text, count=1)
     texts = (text,) if bare == text else (text, bare)
     best: Signature | None = None
-    for sig in SIGNATURES:
+    # `bare` is a part of `text`: a literal missing from one is missing from both
+    for index in _LITERALS.candidates(text.casefold()):
+        sig = SIGNATURES[index]
         if (best is None or sig.priority > best.priority) and any(sig.pattern.search(t) for t in texts):
             best = sig
     return best

@@ -32,7 +32,7 @@ RESULT_LINES = {
     "renewals.py": ["one request per worker (before)", "one request per round (now)", "ratio before / now"],
 }
 # Benchmarks that bring their own setup: run with --smoke alone, when they exist.
-STANDALONE = ["cli_startup.py", "diagnose.py", "faults.py", "idle.py"]
+STANDALONE = ["cli_startup.py", "diagnose.py", "diagnose_speed.py", "faults.py", "idle.py"]
 
 
 @pytest.fixture(scope="module")

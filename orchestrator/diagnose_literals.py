@@ -1,0 +1,137 @@
+"""Literal text a signature's pattern cannot match without: a cheap test that skips most regex searches.
+
+`orch diagnose` searches every line of a worker's log with every signature; on a large log
+almost no line matches anything, and the regex searches are the whole cost. For each
+pattern, `required_literals` reads the regular expression's parse tree and returns a set of
+plain strings of which every match must contain at least one (the pattern's literal runs,
+through groups, alternatives and repeats that occur at least once), or None when it cannot
+tell. `may_match` then answers with substring tests on the line, which are far cheaper than
+the search: a False is a proof that the pattern does not match, a True only that it may.
+
+Literals and lines are compared case-folded, so a pattern that ignores case (or a part
+of one that does) keeps the guarantee; only ASCII runs are used as literals, whose
+case-folding does not depend on their neighbours. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from re import _constants as sre  # type: ignore[attr-defined]
+from re import _parser  # type: ignore[attr-defined]
+from typing import Any
+
+# Shorter runs than this are too common to be worth testing (a test costs about as much as it saves).
+MIN_LITERAL = 3
+
+# A requirement: at least one of these strings occurs in every match (None: nothing known).
+Requirement = frozenset[str] | None
+
+_REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
+
+
+def _ascii_runs(chars: list[str]) -> list[str]:
+    """The ASCII runs of a literal run (non-ASCII characters split it)."""
+    runs, current = [], ""
+    for ch in chars:
+        if ch.isascii():
+            current += ch
+        else:
+            runs.append(current)
+            current = ""
+    runs.append(current)
+    return [run.casefold() for run in runs if run]
+
+
+def _better(a: Requirement, b: Requirement) -> Requirement:
+    """The more selective of two requirements that both hold: the one whose shortest literal is longer."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if min(map(len, a)) >= min(map(len, b)) else b
+
+
+def _usable(req: Requirement) -> Requirement:
+    return req if req and min(map(len, req)) >= MIN_LITERAL else None
+
+
+def _sequence(items: Any) -> Requirement:
+    """The best requirement of a sequence of parse items, all of which every match passes through."""
+    best: Requirement = None
+    run: list[str] = []
+
+    def close_run() -> None:
+        nonlocal best
+        for literal in _ascii_runs(run):
+            best = _better(best, _usable(frozenset({literal})))
+        run.clear()
+
+    for op, arg in items:
+        if op == sre.LITERAL:
+            run.append(chr(arg))
+            continue
+        close_run()
+        if op == sre.SUBPATTERN:
+            best = _better(best, _sequence(arg[-1]))
+        elif op == getattr(sre, "ATOMIC_GROUP", None):
+            best = _better(best, _sequence(arg))
+        elif op in _REPEATS and arg[0] >= 1:
+            best = _better(best, _sequence(arg[2]))
+        elif op == sre.BRANCH:
+            best = _better(best, _branch(arg[1]))
+    close_run()
+    return best
+
+
+def _branch(alternatives: Any) -> Requirement:
+    """A requirement of an alternation: each alternative's, joined; none when one alternative has none."""
+    found: set[str] = set()
+    for alternative in alternatives:
+        req = _sequence(alternative)
+        if req is None:
+            return None
+        found |= req
+    return frozenset(found)
+
+
+def required_literals(pattern: re.Pattern[str]) -> Requirement:
+    """Strings (case-folded) one of which every match of `pattern` contains, or None if none are known."""
+    try:
+        return _usable(_sequence(_parser.parse(pattern.pattern, pattern.flags)))
+    except Exception:  # noqa: BLE001 - a parser of another Python release: fall back to searching
+        return None
+
+
+def may_match(requirement: Requirement, folded_line: str) -> bool:
+    """False only when a pattern with this requirement cannot match the (case-folded) line."""
+    return requirement is None or any(literal in folded_line for literal in requirement)
+
+
+class LiteralIndex:
+    """Which of many patterns may match a line, found from the line's 3-character pieces.
+
+    Built from the patterns' requirements (in table order); `candidates` returns, in that
+    order, the positions of the patterns that may match: those without a requirement and
+    those one of whose literals the line contains. The same answer as `may_match` for each
+    pattern, at the cost of one pass over the line instead of a test per literal.
+    """
+
+    def __init__(self, requirements: list[Requirement]) -> None:
+        self._always = [i for i, req in enumerate(requirements) if req is None]
+        self._by_literal: dict[str, list[int]] = {}
+        for i, req in enumerate(requirements):
+            for literal in req or ():
+                self._by_literal.setdefault(literal, []).append(i)
+        self._by_head: dict[str, list[str]] = {}
+        for literal in self._by_literal:
+            self._by_head.setdefault(literal[:MIN_LITERAL], []).append(literal)
+
+    def candidates(self, folded_line: str) -> list[int]:
+        """Positions (ascending) of the patterns that may match this case-folded line."""
+        heads = {folded_line[i : i + MIN_LITERAL] for i in range(len(folded_line) - MIN_LITERAL + 1)}
+        found = set(self._always)
+        for head in heads.intersection(self._by_head):
+            for literal in self._by_head[head]:
+                if literal in folded_line:
+                    found.update(self._by_literal[literal])
+        return sorted(found)
