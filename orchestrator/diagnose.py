@@ -282,7 +282,7 @@ def match_line(line: str) -> Signature | None:
     texts = (text,) if bare == text else (text, bare)
     best: Signature | None = None
     # `bare` is a part of `text`: a literal missing from one is missing from both
-    for index in _LITERALS.candidates(text.casefold()):
+    for index in _LITERALS.candidates(text):
         sig = SIGNATURES[index]
         if (best is None or sig.priority > best.priority) and any(sig.pattern.search(t) for t in texts):
             best = sig

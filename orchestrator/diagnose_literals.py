@@ -8,9 +8,10 @@ through groups, alternatives and repeats that occur at least once), or None when
 tell. `may_match` then answers with substring tests on the line, which are far cheaper than
 the search: a False is a proof that the pattern does not match, a True only that it may.
 
-Literals and lines are compared case-folded, so a pattern that ignores case (or a part
-of one that does) keeps the guarantee; only ASCII runs are used as literals, whose
-case-folding does not depend on their neighbours. Pure: no I/O.
+Literals are taken only where the pattern is case-sensitive: a pattern that ignores case
+has no requirement, and a group that ignores case gives none, since case-blind matching
+pairs characters (the Kelvin sign and k, a dotted capital I and i) that no folding of the
+line keeps in one piece. Lines are then compared as they are. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,19 +28,6 @@ MIN_LITERAL = 3
 Requirement = frozenset[str] | None
 
 _REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
-
-
-def _ascii_runs(chars: list[str]) -> list[str]:
-    """The ASCII runs of a literal run (non-ASCII characters split it)."""
-    runs, current = [], ""
-    for ch in chars:
-        if ch.isascii():
-            current += ch
-        else:
-            runs.append(current)
-            current = ""
-    runs.append(current)
-    return [run.casefold() for run in runs if run]
 
 
 def _better(a: Requirement, b: Requirement) -> Requirement:
@@ -62,8 +50,8 @@ def _sequence(items: Any) -> Requirement:
 
     def close_run() -> None:
         nonlocal best
-        for literal in _ascii_runs(run):
-            best = _better(best, _usable(frozenset({literal})))
+        if run:
+            best = _better(best, _usable(frozenset({"".join(run)})))
         run.clear()
 
     for op, arg in items:
@@ -72,7 +60,8 @@ def _sequence(items: Any) -> Requirement:
             continue
         close_run()
         if op == sre.SUBPATTERN:
-            best = _better(best, _sequence(arg[-1]))
+            if not arg[1] & re.IGNORECASE:  # the group's added flags: a case-blind group tells nothing
+                best = _better(best, _sequence(arg[-1]))
         elif op == getattr(sre, "ATOMIC_GROUP", None):
             best = _better(best, _sequence(arg))
         elif op in _REPEATS and arg[0] >= 1:
@@ -95,16 +84,18 @@ def _branch(alternatives: Any) -> Requirement:
 
 
 def required_literals(pattern: re.Pattern[str]) -> Requirement:
-    """Strings (case-folded) one of which every match of `pattern` contains, or None if none are known."""
+    """Strings one of which every match of `pattern` contains, or None if none are known."""
+    if pattern.flags & re.IGNORECASE:
+        return None
     try:
         return _usable(_sequence(_parser.parse(pattern.pattern, pattern.flags)))
     except Exception:  # noqa: BLE001 - a parser of another Python release: fall back to searching
         return None
 
 
-def may_match(requirement: Requirement, folded_line: str) -> bool:
-    """False only when a pattern with this requirement cannot match the (case-folded) line."""
-    return requirement is None or any(literal in folded_line for literal in requirement)
+def may_match(requirement: Requirement, line: str) -> bool:
+    """False only when a pattern with this requirement cannot match the line."""
+    return requirement is None or any(literal in line for literal in requirement)
 
 
 class LiteralIndex:
@@ -126,12 +117,12 @@ class LiteralIndex:
         for literal in self._by_literal:
             self._by_head.setdefault(literal[:MIN_LITERAL], []).append(literal)
 
-    def candidates(self, folded_line: str) -> list[int]:
-        """Positions (ascending) of the patterns that may match this case-folded line."""
-        heads = {folded_line[i : i + MIN_LITERAL] for i in range(len(folded_line) - MIN_LITERAL + 1)}
+    def candidates(self, line: str) -> list[int]:
+        """Positions (ascending) of the patterns that may match this line."""
+        heads = {line[i : i + MIN_LITERAL] for i in range(len(line) - MIN_LITERAL + 1)}
         found = set(self._always)
         for head in heads.intersection(self._by_head):
             for literal in self._by_head[head]:
-                if literal in folded_line:
+                if literal in line:
                     found.update(self._by_literal[literal])
         return sorted(found)
