@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 
 from orchestrator import diagnose_words
 from orchestrator.diagnose_frames import FRAME_LAYERS, frame_layer
@@ -247,9 +248,14 @@ class Verdict:
 
 
 _BY_ID = {s.id: s for s in SIGNATURES}
-# Which signatures may match a line, from the literal text each pattern cannot match without
-# (orchestrator/diagnose_literals.py): most lines of a log rule out every signature this way.
-_LITERALS = LiteralIndex([required_literals(s.pattern) for s in SIGNATURES])
+
+
+@cache
+def _literal_index() -> LiteralIndex:
+    """Which signatures may match a line, from the literal text each pattern cannot match without
+    (orchestrator/diagnose_literals.py): most lines of a log rule out every signature this way.
+    Built on the first match (about 35 ms), not at import."""
+    return LiteralIndex([required_literals(s.pattern) for s in SIGNATURES])
 
 
 def signature(sig_id: str) -> Signature:
@@ -282,7 +288,7 @@ def match_line(line: str) -> Signature | None:
     texts = (text,) if bare == text else (text, bare)
     best: Signature | None = None
     # `bare` is a part of `text`: a literal missing from one is missing from both
-    for index in _LITERALS.candidates(text):
+    for index in _literal_index().candidates(text):
         sig = SIGNATURES[index]
         if (best is None or sig.priority > best.priority) and any(sig.pattern.search(t) for t in texts):
             best = sig

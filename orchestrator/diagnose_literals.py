@@ -5,8 +5,8 @@ almost no line matches anything, and the regex searches are the whole cost. For 
 pattern, `required_literals` reads the regular expression's parse tree and returns a set of
 plain strings of which every match must contain at least one (the pattern's literal runs,
 through groups, alternatives and repeats that occur at least once), or None when it cannot
-tell. `may_match` then answers with substring tests on the line, which are far cheaper than
-the search: a False is a proof that the pattern does not match, a True only that it may.
+tell. `LiteralIndex` then answers with substring tests on the line, which are far cheaper
+than the searches: a pattern it leaves out cannot match the line; one it names only may.
 
 Literals are taken only where the pattern is case-sensitive: a pattern that ignores case
 has no requirement, and a group that ignores case gives none, since case-blind matching
@@ -27,7 +27,7 @@ MIN_LITERAL = 3
 # A requirement: at least one of these strings occurs in every match (None: nothing known).
 Requirement = frozenset[str] | None
 
-_REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
+_REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT}
 
 
 def _better(a: Requirement, b: Requirement) -> Requirement:
@@ -62,7 +62,7 @@ def _sequence(items: Any) -> Requirement:
         if op == sre.SUBPATTERN:
             if not arg[1] & re.IGNORECASE:  # the group's added flags: a case-blind group tells nothing
                 best = _better(best, _sequence(arg[-1]))
-        elif op == getattr(sre, "ATOMIC_GROUP", None):
+        elif op == sre.ATOMIC_GROUP:
             best = _better(best, _sequence(arg))
         elif op in _REPEATS and arg[0] >= 1:
             best = _better(best, _sequence(arg[2]))
@@ -93,18 +93,13 @@ def required_literals(pattern: re.Pattern[str]) -> Requirement:
         return None
 
 
-def may_match(requirement: Requirement, line: str) -> bool:
-    """False only when a pattern with this requirement cannot match the line."""
-    return requirement is None or any(literal in line for literal in requirement)
-
-
 class LiteralIndex:
     """Which of many patterns may match a line, found from the line's 3-character pieces.
 
     Built from the patterns' requirements (in table order); `candidates` returns, in that
     order, the positions of the patterns that may match: those without a requirement and
-    those one of whose literals the line contains. The same answer as `may_match` for each
-    pattern, at the cost of one pass over the line instead of a test per literal.
+    those one of whose literals the line contains, found in one pass over the line instead
+    of a test per literal.
     """
 
     def __init__(self, requirements: list[Requirement]) -> None:
