@@ -58,6 +58,7 @@ SCORED_WITH = {
     "blind-18.yaml": "36f360c",
     "blind-19.yaml": "7d2dfa1",
     "blind-20.yaml": "11fd3f6",
+    "blind-21.yaml": "5a2e0fe",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -46,6 +46,7 @@ BLIND_17_PATH = DATA_DIR / "blind-17.yaml"  # tune: the seventeenth blind set, s
 BLIND_18_PATH = DATA_DIR / "blind-18.yaml"  # tune: the eighteenth blind set, scored once as held back
 BLIND_19_PATH = DATA_DIR / "blind-19.yaml"  # tune: the nineteenth blind set, scored once as held back
 BLIND_20_PATH = DATA_DIR / "blind-20.yaml"  # tune: the twentieth blind set, scored once as held back
+BLIND_21_PATH = DATA_DIR / "blind-21.yaml"  # tune: the twenty-first blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -195,6 +196,18 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-20-unchecked.yaml",
             "whose thread no checking reader could reach (neither its excerpt nor its label checked)",
             (1, 1, 0, 0),
+        ),
+    ),
+    BLIND_21_PATH: (
+        SetAside(
+            DATA_DIR / "blind-21-unchecked.yaml",
+            "whose thread no checking reader could reach (neither its excerpt nor its label checked)",
+            (1, 0, 1, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-21-disputed.yaml",
+            "that the checking readers found labelled two ways (an installer's own bug, an environment rebuilt)",
+            (2, 1, 1, 0),
         ),
     ),
 }
@@ -411,6 +424,12 @@ BLIND_20_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (1, 1, 0, 0),
     "other": (2, 2, 0, 0),
 }
+BLIND_21_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "runtime-proof": (2, 1, 0, 1),
+    "bundle-skew": (9, 8, 1, 0),
+    "memory": (2, 1, 1, 0),
+    "collective": (1, 1, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -433,6 +452,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_18_PATH, BLIND_18_HELD_SCORE),
     (BLIND_19_PATH, BLIND_19_HELD_SCORE),
     (BLIND_20_PATH, BLIND_20_HELD_SCORE),
+    (BLIND_21_PATH, BLIND_21_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -459,4 +479,5 @@ ORDINALS = (
     "eighteenth",
     "nineteenth",
     "twentieth",
+    "twenty-first",
 )

@@ -24,6 +24,8 @@ FRAME_LAYERS: tuple[tuple[re.Pattern[str], str], ...] = (
         "collective",
     ),
     (re.compile(r"[/\\]torch[/\\]distributed[/\\]elastic[/\\]agent[/\\]server[/\\]api\.py:_rendezvous$"), "collective"),
+    # the Cloud TPU VM's own identity (worker number, topology) from its metadata server (jax-ml/jax#24399)
+    (re.compile(r"[/\\]jax[/\\]_src[/\\]clusters[/\\]cloud_tpu_cluster\.py"), "runtime-proof"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\](distributed\.py|clusters[/\\])"), "collective"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\](lru_cache|compilation_cache|cache_key)\.py"), "cache"),
     (re.compile(r"[/\\]jax[/\\]_src[/\\]lib[/\\]__init__\.py"), "bundle-skew"),

@@ -102,7 +102,11 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"because these package versions have conflicting dependencies|\bResolutionImpossible\b"
         r"|No solution found when resolving dependencies"
         # PubGrub's conclusion (poetry, uv; pytorch/vision#7421: a torchvision pin that needs another torch)
-        r"|\bversion solving failed\b",
+        r"|\bversion solving failed\b"
+        # uv's report under that line, of a pinned version no index holds (astral-sh/uv#1497: a torch
+        # "+cpu" pin); a log cut below the first line still shows it
+        r"|\bBecause there is no version of \S+==\S+(,| and)"
+        r"|we can conclude that your requirements are unsatisfiable",
         "The requested versions cannot be installed together: resolve the bundle as one locked set for "
         "this Python and platform, and install it into a fresh environment.",
         "https://github.com/kinalmehta/marl-jax/issues/3",
@@ -288,7 +292,10 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # the same ABI break as older wheels report it
         r"|numpy\.dtype size changed, may indicate binary incompatibility|numpy\.core\.multiarray failed to import"
         # what NumPy 2 leaves for the next import of a module compiled against NumPy 1 (jax-ml/jax#21937)
-        r"|AttributeError: _ARRAY_API not found",
+        r"|AttributeError: _ARRAY_API not found"
+        # torch's NumPy bridge when the NumPy beside it is not the major it was built for
+        # (securefederatedai/openfl#999: torch 2.2 with NumPy 2)
+        r"|RuntimeError: Numpy is not available",
         "A compiled wheel (jaxlib, torch, ...) was built for another NumPy major: pin numpy with the "
         "bundle instead of letting an unrelated install upgrade it.",
         "https://github.com/jupyter/notebook/issues/7522",
@@ -312,6 +319,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|Found (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL) version \d+, but JAX was built against version"
         # the same check in the XLA runtime of older jaxlib releases (jax-ml/jax#6517)
         r"|Loaded runtime [Cc]u[Dd][Nn][Nn] library: \S+ but source was compiled with:? \S+"
+        # XLA finding the CUDA toolkit's ptxas (a pip wheel) newer than the host's driver (jax-ml/jax#18027,
+        # CUDA wheels upgraded one by one past the driver)
+        r"|The NVIDIA driver's CUDA version is \S+ which is older than the ptxas CUDA version"
         # two copies of TensorFlow's op registry in one process: an older torch_xla carries its own
         # TensorFlow and the pip tensorflow package registers the same ops again (pytorch/xla#2524)
         r"|Check failed: existing == nullptr .*already registered"

@@ -35,6 +35,7 @@ from orchestrator.diagnose_blind import (
     BLIND_18_PATH,
     BLIND_19_PATH,
     BLIND_20_PATH,
+    BLIND_21_PATH,
     BLIND_PATHS,
     CORPUS_PATH,
     HELDBACK_PATH,
@@ -1357,6 +1358,22 @@ CLASS_VARIANTS = [
         "nccl-ib-completion-error",
         "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4321> with error 12, opcode 0, len 0, vendor err 129",
     ),
+    # the twenty-first set's classes in other threads' words
+    (
+        "pip-resolution-impossible",
+        "  ╰─▶ Because there is no version of torch==2.5.0+cpu and you require torch==2.5.0+cpu, we can conclude "
+        "that your requirements are unsatisfiable.",
+    ),
+    (
+        "numpy-abi-mismatch",
+        "UserWarning: Failed to initialize NumPy: _ARRAY_API not found; RuntimeError: Numpy is not available",
+    ),
+    (
+        "native-extension-mismatch",
+        "W external/xla/xla/service/gpu/nvptx_compiler.cc:930] The NVIDIA driver's CUDA version is 12.2 which is "
+        "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
+        "disabling parallel compilation, which may slow down compilation.",
+    ),
 ]
 
 
@@ -1876,7 +1893,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 21))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 22))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1888,6 +1905,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
     assert files.count(BLIND_17_PATH.name) == 15 and files.count(BLIND_18_PATH.name) == 31
     assert files.count(BLIND_19_PATH.name) == 26 and files.count(BLIND_20_PATH.name) == 20
+    assert files.count(BLIND_21_PATH.name) == 14
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -1983,13 +2001,14 @@ BLIND_FLOORS = {
     BLIND_18_PATH: (0.77, 2),
     BLIND_19_PATH: (0.84, 1),
     BLIND_20_PATH: (0.60, 1),
+    BLIND_21_PATH: (0.92, 0),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.881 and tune.total.wrong <= 30, tune.total
+    assert tune.total.accuracy >= 0.882 and tune.total.wrong <= 30, tune.total
     assert list(BLIND_FLOORS) == list(BLIND_PATHS)  # every blind set has its floor
     for path, (accuracy, wrong) in BLIND_FLOORS.items():
         blind = score(load_corpus(path), "tune")
@@ -2037,6 +2056,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-18.yaml",
         "blind-19.yaml",
         "blind-20.yaml",
+        "blind-21.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -2058,6 +2078,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-18.yaml"]["entries"] == 31
     assert doc["tune"]["per_file"]["blind-19.yaml"]["entries"] == 26
     assert doc["tune"]["per_file"]["blind-20.yaml"]["entries"] == 20
+    assert doc["tune"]["per_file"]["blind-21.yaml"]["entries"] == 14
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
