@@ -56,14 +56,18 @@ GPU_ONLY_CACHES = "on GPU-only compilation caches (Triton's, TorchInductor's on 
 
 
 class SetAside(NamedTuple):
-    """A blind set's entries set aside before it was scored; never counted, never tuned on."""
+    """A blind set's entries set aside when its readers checked it; never counted, never tuned on."""
 
     path: Path
     why: str  # completes "Its N entries ..." (from other stacks, or whose threads the table cited)
     held_score: tuple[int, int, int, int]  # their one score beside the blind set: (entries, right, unknown, wrong)
+    # when the readers' check came: before the set was scored, but for one set checked only afterwards
+    when: str = "before scoring"
 
 
-# The blind sets that had entries set aside before scoring, each with its set-aside files.
+# The twenty-first set was scored before its readers could check it (the look-up budget was used up).
+AFTER_SCORING = "after scoring (its readers checked it only then, before it was tuned on)"
+# The blind sets that had entries set aside, each with its set-aside files.
 SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
     BLIND_3_PATH: (
         SetAside(
@@ -203,11 +207,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-21-unchecked.yaml",
             "whose thread no checking reader could reach (neither its excerpt nor its label checked)",
             (1, 0, 1, 0),
+            AFTER_SCORING,
         ),
         SetAside(
             DATA_DIR / "blind-21-disputed.yaml",
             "that the checking readers found labelled two ways (an installer's own bug, an environment rebuilt)",
             (2, 1, 1, 0),
+            AFTER_SCORING,
         ),
     ),
 }

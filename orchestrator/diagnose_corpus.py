@@ -286,7 +286,7 @@ def corpus_markdown(
             n, r, u, w = aside.held_score
             blind_lines += [
                 f"    Its {n} {'entry' if n == 1 else 'entries'} {aside.why} {'was' if n == 1 else 'were'} set aside",
-                f"    before scoring, into `{_rel(aside.path)}`: scored once beside it ({r}/{n} right,",
+                f"    {aside.when}, into `{_rel(aside.path)}`: scored once beside it ({r}/{n} right,",
                 f"    {u} unknown, {w} wrong), never counted and never tuned on.",
             ]
         blind_tables += [
