@@ -47,6 +47,7 @@ BLIND_18_PATH = DATA_DIR / "blind-18.yaml"  # tune: the eighteenth blind set, sc
 BLIND_19_PATH = DATA_DIR / "blind-19.yaml"  # tune: the nineteenth blind set, scored once as held back
 BLIND_20_PATH = DATA_DIR / "blind-20.yaml"  # tune: the twentieth blind set, scored once as held back
 BLIND_21_PATH = DATA_DIR / "blind-21.yaml"  # tune: the twenty-first blind set, scored once as held back
+BLIND_22_PATH = DATA_DIR / "blind-22.yaml"  # tune: the twenty-second blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -214,6 +215,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             "that the checking readers found labelled two ways (an installer's own bug, an environment rebuilt)",
             (2, 1, 1, 0),
             AFTER_SCORING,
+        ),
+    ),
+    BLIND_22_PATH: (
+        SetAside(
+            DATA_DIR / "blind-22-disputed.yaml",
+            "that the checking readers found labelled two ways or labelled only from other threads",
+            (4, 2, 2, 0),
         ),
     ),
 }
@@ -436,6 +444,16 @@ BLIND_21_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "memory": (2, 1, 1, 0),
     "collective": (1, 1, 0, 0),
 }
+BLIND_22_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (1, 1, 0, 0),
+    "bundle-skew": (10, 6, 4, 0),
+    "cache": (1, 0, 1, 0),
+    "memory": (4, 3, 1, 0),
+    "collective": (1, 1, 0, 0),
+    "disk": (3, 2, 1, 0),
+    "hardware": (3, 1, 2, 0),
+    "other": (1, 1, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -459,6 +477,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_19_PATH, BLIND_19_HELD_SCORE),
     (BLIND_20_PATH, BLIND_20_HELD_SCORE),
     (BLIND_21_PATH, BLIND_21_HELD_SCORE),
+    (BLIND_22_PATH, BLIND_22_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -486,4 +505,5 @@ ORDINALS = (
     "nineteenth",
     "twentieth",
     "twenty-first",
+    "twenty-second",
 )

@@ -319,6 +319,18 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|Found (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL) version \d+, but JAX was built against version"
         # the same check in the XLA runtime of older jaxlib releases (jax-ml/jax#6517)
         r"|Loaded runtime [Cc]u[Dd][Nn][Nn] library: \S+ but source was compiled with:? \S+"
+        # torch's own check of the cuDNN it loaded (FurkanGozukara/Stable-Diffusion#9: a container's system
+        # cuDNN found before the one the wheel bundles)
+        r"|cuDNN version incompatibility: PyTorch was compiled\s+against \([\d, ]+\) but found runtime version"
+        # the jax CUDA plugin's check of each CUDA library wheel beside it (google-deepmind/mujoco_playground#137,
+        # fixed by reinstalling jax with its plugin)
+        r"|Unable to load (cuDNN|cuBLAS|cuSPARSE|cuFFT|cuSOLVER|cuPTI|CUPTI|NCCL|NVRTC|nvJitLink|CUDA)\. "
+        r"Is it installed\?"
+        # an extension wheel built for another torch build (xFormers for +cu121 under a +cpu torch,
+        # open-mmlab/PIA#30; bitsandbytes without a binary for the CUDA it found,
+        # bitsandbytes-foundation/bitsandbytes#551)
+        r"|xFormers can't load C\+\+/CUDA extensions\. xFormers was built for"
+        r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
         # XLA finding the CUDA toolkit's ptxas (a pip wheel) newer than the host's driver (jax-ml/jax#18027,
         # CUDA wheels upgraded one by one past the driver)
         r"|The NVIDIA driver's CUDA version is \S+ which is older than the ptxas CUDA version"

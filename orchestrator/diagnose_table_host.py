@@ -27,7 +27,11 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "disk-quota-exceeded",
         "disk",
         85,
-        r"[Dd]isk quota exceeded|\bEDQUOT\b",
+        r"[Dd]isk quota exceeded|\bEDQUOT\b"
+        # the kubelet evicting a pod over its ephemeral-storage limit, or a node short of it
+        # (substratusai/runbooks#92: a fine-tuned model saved to the container's own disk)
+        r"|Pod ephemeral local storage usage exceeds the total limit of containers"
+        r"|Container \S+ exceeded its local ephemeral storage limit|The node was low on resource: ephemeral-storage",
         "The user's or project's quota on that filesystem is used up (even with free space on the disk): "
         "clean up or write to a filesystem with quota left.",
         "https://github.com/KennthShang/HostG/issues/7",

@@ -245,7 +245,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "accelerator-framework-oom",
         "memory",
         80,
-        r"CUDA out of memory\. Tried to allocate|torch\.(cuda\.)?OutOfMemoryError: ",
+        r"CUDA out of memory\. Tried to allocate|torch\.(cuda\.)?OutOfMemoryError: "
+        # the CUDA driver's own word, from an allocator of a serving engine (TideDra/lmm-r1#43, on OpenRLHF: vLLM waking
+        # up its weights beside training's) or a kernel launch
+        r"|\bCUDA [Ee]rror: out of memory\b",
         "Device memory ran out: reduce the batch, sequence or per-device footprint, and check no other "
         "process holds memory on the device.",
         "https://github.com/pytorch/pytorch/issues/16417",
