@@ -60,6 +60,7 @@ SCORED_WITH = {
     "blind-20.yaml": "11fd3f6",
     "blind-21.yaml": "5a2e0fe",
     "blind-22.yaml": "2e6f322",
+    "blind-23.yaml": "97fe34f",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -48,6 +48,7 @@ BLIND_19_PATH = DATA_DIR / "blind-19.yaml"  # tune: the nineteenth blind set, sc
 BLIND_20_PATH = DATA_DIR / "blind-20.yaml"  # tune: the twentieth blind set, scored once as held back
 BLIND_21_PATH = DATA_DIR / "blind-21.yaml"  # tune: the twenty-first blind set, scored once as held back
 BLIND_22_PATH = DATA_DIR / "blind-22.yaml"  # tune: the twenty-second blind set, scored once as held back
+BLIND_23_PATH = DATA_DIR / "blind-23.yaml"  # tune: the twenty-third blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -222,6 +223,13 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-22-disputed.yaml",
             "that the checking readers found labelled two ways or labelled only from other threads",
             (4, 2, 2, 0),
+        ),
+    ),
+    BLIND_23_PATH: (
+        SetAside(
+            DATA_DIR / "blind-23-disputed.yaml",
+            "that the checking readers found labelled two ways (a guess or the reporter's own reading, unconfirmed)",
+            (4, 1, 1, 2),
         ),
     ),
 }
@@ -454,6 +462,14 @@ BLIND_22_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "hardware": (3, 1, 2, 0),
     "other": (1, 1, 0, 0),
 }
+BLIND_23_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (1, 0, 1, 0),
+    "bundle-skew": (5, 2, 3, 0),
+    "memory": (2, 1, 1, 0),
+    "collective": (1, 1, 0, 0),
+    "disk": (1, 0, 1, 0),
+    "other": (2, 1, 0, 1),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -478,6 +494,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_20_PATH, BLIND_20_HELD_SCORE),
     (BLIND_21_PATH, BLIND_21_HELD_SCORE),
     (BLIND_22_PATH, BLIND_22_HELD_SCORE),
+    (BLIND_23_PATH, BLIND_23_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -506,4 +523,5 @@ ORDINALS = (
     "twentieth",
     "twenty-first",
     "twenty-second",
+    "twenty-third",
 )

@@ -329,6 +329,11 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # an extension wheel built for another torch build (xFormers for +cu121 under a +cpu torch,
         # open-mmlab/PIA#30; bitsandbytes without a binary for the CUDA it found,
         # bitsandbytes-foundation/bitsandbytes#551)
+        # torch's check before building an extension against the CUDA toolkit it finds (NVIDIA/TransformerEngine#553)
+        r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile\s+PyTorch"
+        # jaxlib's GPU kernels calling a CUDA runtime older than theirs (sokrypton/ColabFold#532: an old jax
+        # pinned after the platform moved to CUDA 12)
+        r"|\bcuda\w+ symbol not found\b"
         r"|xFormers can't load C\+\+/CUDA extensions\. xFormers was built for"
         r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
         # XLA finding the CUDA toolkit's ptxas (a pip wheel) newer than the host's driver (jax-ml/jax#18027,

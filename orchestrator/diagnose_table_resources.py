@@ -123,7 +123,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # (AI-Hypercomputer/torchprime#28: "Program host requirement 145.69G")
         r"|(^\s*|\] )Program (hbm|host) requirement [\d.]+[KMGT]?:"
         # XLA:TPU's fast exit when the estimate alone far exceeds the chip's memory
-        r"|Aborting compilation early because it's unlikely to have enough memory",
+        r"|Aborting compilation early because it's unlikely to have enough memory"
+        # XLA's rematerialization pass unable to bring the program under the device's memory, the warning
+        # the out-of-memory error follows (google-deepmind/mujoco#1431: a replay buffer sized for the whole run)
+        r"|Can't reduce memory use below -?[\d.]+[KMGT]i?B \(-?\d+ bytes\) by rematerialization",
         "The program needs more HBM than the chip has: reduce batch/sequence, shard more (or rematerialise) "
         "the largest allocations listed after this line.",
         "https://github.com/tensorflow/tpu/issues/385",

@@ -37,6 +37,7 @@ from orchestrator.diagnose_blind import (
     BLIND_20_PATH,
     BLIND_21_PATH,
     BLIND_22_PATH,
+    BLIND_23_PATH,
     BLIND_PATHS,
     CORPUS_PATH,
     HELDBACK_PATH,
@@ -1375,6 +1376,22 @@ CLASS_VARIANTS = [
         "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
         "disabling parallel compilation, which may slow down compilation.",
     ),
+    # the twenty-third set's classes in other threads' words
+    (
+        "hbm-oom",
+        "W1110 07:32:01.391885     918 hlo_rematerialization.cc:1363] Can't reduce memory use below 13.58GiB "
+        "(14583876403 bytes) by rematerialization; only reduced to 15.22GiB (16339342336 bytes)",
+    ),
+    (
+        "native-extension-mismatch",
+        "OSError: The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.1). "
+        "Please make sure to use the same CUDA versions.",
+    ),
+    (
+        "native-extension-mismatch",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: jaxlib/gpu/prng_kernels.cc:33: operation "
+        "gpuGetLastError() failed: cudaGetLastError symbol not found.",
+    ),
     # the twenty-second set's classes in other threads' words
     (
         "native-extension-mismatch",
@@ -1415,6 +1432,8 @@ def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line
 
 # Near misses: lines that look like a class but belong to no layer (or to another one).
 NOT_THE_CLASS = [
+    # a symbol a program looks up by name itself, not a CUDA runtime's
+    ("dlsym: my_plugin_init symbol not found", None),
     # a pod's storage asked for, not exceeded; CUDA's other errors (a fault, not memory running out)
     ("        ephemeral-storage: 10Gi", None),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", None),
@@ -1924,7 +1943,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 23))]
+    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 24))]
     assert files == sorted(files, key=order.index)
     assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
     assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
@@ -1937,6 +1956,7 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
     assert files.count(BLIND_17_PATH.name) == 15 and files.count(BLIND_18_PATH.name) == 31
     assert files.count(BLIND_19_PATH.name) == 26 and files.count(BLIND_20_PATH.name) == 20
     assert files.count(BLIND_21_PATH.name) == 14 and files.count(BLIND_22_PATH.name) == 24
+    assert files.count(BLIND_23_PATH.name) == 12
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -2034,13 +2054,14 @@ BLIND_FLOORS = {
     BLIND_20_PATH: (0.60, 1),
     BLIND_21_PATH: (0.92, 0),
     BLIND_22_PATH: (0.87, 0),
+    BLIND_23_PATH: (0.75, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.882 and tune.total.wrong <= 30, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 31, tune.total
     assert list(BLIND_FLOORS) == list(BLIND_PATHS)  # every blind set has its floor
     for path, (accuracy, wrong) in BLIND_FLOORS.items():
         blind = score(load_corpus(path), "tune")
@@ -2090,6 +2111,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
         "blind-20.yaml",
         "blind-21.yaml",
         "blind-22.yaml",
+        "blind-23.yaml",
     }
     assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
     assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
@@ -2113,6 +2135,7 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert doc["tune"]["per_file"]["blind-20.yaml"]["entries"] == 20
     assert doc["tune"]["per_file"]["blind-21.yaml"]["entries"] == 14
     assert doc["tune"]["per_file"]["blind-22.yaml"]["entries"] == 24
+    assert doc["tune"]["per_file"]["blind-23.yaml"]["entries"] == 12
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 

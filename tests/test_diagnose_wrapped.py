@@ -30,6 +30,26 @@ def test_a_line_wrapped_at_a_word_is_read_whole():
     assert "No space left on device while writing" in finding.line
 
 
+# a log quoted in a reply and re-wrapped at words (AI-Hypercomputer/xpk#492), each line behind "> "
+QUOTED = (
+    "> failed: INTERNAL: NCCL operation ncclGroupEnd() failed: unhandled system error (run with \n"
+    "> NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated)  'Error \n"
+    "> while creating shared memory segment /dev/shm/nccl-TfciGV (size 31850880), error: No space\n"
+    "> left on device (28)'.\n"
+)
+
+
+def test_a_quoted_line_wrapped_at_a_word_is_read_whole():
+    finding = diag.diagnose(QUOTED)
+    assert finding is not None and (finding.signature_id, finding.line_number) == ("disk-full", 3)
+    assert finding.line.endswith("error: No space left on device (28)'.")
+
+
+def test_a_quoted_line_is_not_joined_with_an_unquoted_one():
+    text = "> " + "x" * 60 + " No space\nleft on device\n"
+    assert diag.diagnose(text) is None
+
+
 def test_short_lines_are_never_joined():
     assert len("ERROR: No space left") < MIN_WRAPPED_LINE
     assert diag.diagnose("ERROR: No space left\non device") is None
