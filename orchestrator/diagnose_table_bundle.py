@@ -106,7 +106,7 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # uv's report under that line, of a pinned version no index holds (astral-sh/uv#1497: a torch
         # "+cpu" pin); a log cut below the first line still shows it
         r"|\bBecause there is no version of \S+==\S+(,| and)"
-        r"|we can conclude that your requirements are unsatisfiable",
+        r"|we can conclude that (the|your|\S+'s|your \S+'s) requirements are unsatisfiable",
         "The requested versions cannot be installed together: resolve the bundle as one locked set for "
         "this Python and platform, and install it into a fresh environment.",
         "https://github.com/kinalmehta/marl-jax/issues/3",
@@ -329,13 +329,13 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # an extension wheel built for another torch build (xFormers for +cu121 under a +cpu torch,
         # open-mmlab/PIA#30; bitsandbytes without a binary for the CUDA it found,
         # bitsandbytes-foundation/bitsandbytes#551)
+        r"|xFormers can't load C\+\+/CUDA extensions\. xFormers was built for"
+        r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
         # torch's check before building an extension against the CUDA toolkit it finds (NVIDIA/TransformerEngine#553)
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile\s+PyTorch"
         # jaxlib's GPU kernels calling a CUDA runtime older than theirs (sokrypton/ColabFold#532: an old jax
         # pinned after the platform moved to CUDA 12)
         r"|\bcuda\w+ symbol not found\b"
-        r"|xFormers can't load C\+\+/CUDA extensions\. xFormers was built for"
-        r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
         # XLA finding the CUDA toolkit's ptxas (a pip wheel) newer than the host's driver (jax-ml/jax#18027,
         # CUDA wheels upgraded one by one past the driver)
         r"|The NVIDIA driver's CUDA version is \S+ which is older than the ptxas CUDA version"

@@ -1367,6 +1367,11 @@ CLASS_VARIANTS = [
         "that your requirements are unsatisfiable.",
     ),
     (
+        "pip-resolution-impossible",
+        "      And because your project requires wbc-model:torchgpu, we can conclude that your project's "
+        "requirements are unsatisfiable.",
+    ),
+    (
         "numpy-abi-mismatch",
         "UserWarning: Failed to initialize NumPy: _ARRAY_API not found; RuntimeError: Numpy is not available",
     ),
