@@ -1944,24 +1944,22 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
     assert [(e.id, e.layer) for e in load_parts(held=held)["held"] or []] == [("h-1", "other")]
 
 
+# How many entries each blind set folded into tune holds, in the order of TUNE_PATHS.
+BLIND_SIZES = {
+    f"blind-{n}.yaml": size
+    for n, size in enumerate(
+        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12), start=1
+    )
+}
+
+
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
     order = [p.name for p in TUNE_PATHS]
-    assert order == [CORPUS_PATH.name, *(f"blind-{n}.yaml" for n in range(1, 24))]
+    assert order == [CORPUS_PATH.name, *BLIND_SIZES]
     assert files == sorted(files, key=order.index)
-    assert files.count(BLIND_1_PATH.name) == 77 and files.count(BLIND_2_PATH.name) == 75
-    assert files.count(BLIND_3_PATH.name) == 71 and files.count(BLIND_4_PATH.name) == 66
-    assert files.count(BLIND_5_PATH.name) == 61 and files.count(BLIND_6_PATH.name) == 57
-    assert files.count(BLIND_7_PATH.name) == 40 and files.count(BLIND_8_PATH.name) == 75
-    assert files.count(BLIND_9_PATH.name) == 54 and files.count(BLIND_10_PATH.name) == 36
-    assert files.count(BLIND_11_PATH.name) == 38 and files.count(BLIND_12_PATH.name) == 45
-    assert files.count(BLIND_13_PATH.name) == 39 and files.count(BLIND_14_PATH.name) == 37
-    assert files.count(BLIND_15_PATH.name) == 37 and files.count(BLIND_16_PATH.name) == 22
-    assert files.count(BLIND_17_PATH.name) == 15 and files.count(BLIND_18_PATH.name) == 31
-    assert files.count(BLIND_19_PATH.name) == 26 and files.count(BLIND_20_PATH.name) == 20
-    assert files.count(BLIND_21_PATH.name) == 14 and files.count(BLIND_22_PATH.name) == 24
-    assert files.count(BLIND_23_PATH.name) == 12
+    assert {name: files.count(name) for name in BLIND_SIZES} == BLIND_SIZES
     assert tune[: files.count(CORPUS_PATH.name)] == load_corpus()
     assert len({e.id for e in tune}) == len(tune)
 
@@ -2092,55 +2090,9 @@ def test_the_bench_without_the_held_back_file_says_so_and_fails_the_full_run(tmp
     assert smoke.stdout.startswith("tune: ") and "held: held-back set" in smoke.stdout
     doc = json.loads(run_bench("--json", "--heldback", str(missing)).stdout)
     assert doc["ok"] is False and doc["held"] is None and doc["tune"]["entries"] >= 150
-    assert set(doc["tune"]["per_file"]) == {
-        "corpus.yaml",
-        "blind-1.yaml",
-        "blind-2.yaml",
-        "blind-3.yaml",
-        "blind-4.yaml",
-        "blind-5.yaml",
-        "blind-6.yaml",
-        "blind-7.yaml",
-        "blind-8.yaml",
-        "blind-9.yaml",
-        "blind-10.yaml",
-        "blind-11.yaml",
-        "blind-12.yaml",
-        "blind-13.yaml",
-        "blind-14.yaml",
-        "blind-15.yaml",
-        "blind-16.yaml",
-        "blind-17.yaml",
-        "blind-18.yaml",
-        "blind-19.yaml",
-        "blind-20.yaml",
-        "blind-21.yaml",
-        "blind-22.yaml",
-        "blind-23.yaml",
-    }
-    assert doc["tune"]["per_file"]["blind-1.yaml"]["entries"] == 77
-    assert doc["tune"]["per_file"]["blind-2.yaml"]["entries"] == 75
-    assert doc["tune"]["per_file"]["blind-3.yaml"]["entries"] == 71
-    assert doc["tune"]["per_file"]["blind-4.yaml"]["entries"] == 66
-    assert doc["tune"]["per_file"]["blind-5.yaml"]["entries"] == 61
-    assert doc["tune"]["per_file"]["blind-6.yaml"]["entries"] == 57
-    assert doc["tune"]["per_file"]["blind-7.yaml"]["entries"] == 40
-    assert doc["tune"]["per_file"]["blind-8.yaml"]["entries"] == 75
-    assert doc["tune"]["per_file"]["blind-9.yaml"]["entries"] == 54
-    assert doc["tune"]["per_file"]["blind-10.yaml"]["entries"] == 36
-    assert doc["tune"]["per_file"]["blind-11.yaml"]["entries"] == 38
-    assert doc["tune"]["per_file"]["blind-12.yaml"]["entries"] == 45
-    assert doc["tune"]["per_file"]["blind-13.yaml"]["entries"] == 39
-    assert doc["tune"]["per_file"]["blind-14.yaml"]["entries"] == 37
-    assert doc["tune"]["per_file"]["blind-15.yaml"]["entries"] == 37
-    assert doc["tune"]["per_file"]["blind-16.yaml"]["entries"] == 22
-    assert doc["tune"]["per_file"]["blind-17.yaml"]["entries"] == 15
-    assert doc["tune"]["per_file"]["blind-18.yaml"]["entries"] == 31
-    assert doc["tune"]["per_file"]["blind-19.yaml"]["entries"] == 26
-    assert doc["tune"]["per_file"]["blind-20.yaml"]["entries"] == 20
-    assert doc["tune"]["per_file"]["blind-21.yaml"]["entries"] == 14
-    assert doc["tune"]["per_file"]["blind-22.yaml"]["entries"] == 24
-    assert doc["tune"]["per_file"]["blind-23.yaml"]["entries"] == 12
+    per_file = doc["tune"]["per_file"]
+    assert set(per_file) == {CORPUS_PATH.name, *BLIND_SIZES}
+    assert {name: per_file[name]["entries"] for name in BLIND_SIZES} == BLIND_SIZES
     assert any("held-back set is missing" in f for f in doc["failures"])
 
 
