@@ -61,6 +61,7 @@ SCORED_WITH = {
     "blind-21.yaml": "5a2e0fe",
     "blind-22.yaml": "2e6f322",
     "blind-23.yaml": "97fe34f",
+    "blind-24.yaml": "6b51538",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -49,6 +49,7 @@ BLIND_20_PATH = DATA_DIR / "blind-20.yaml"  # tune: the twentieth blind set, sco
 BLIND_21_PATH = DATA_DIR / "blind-21.yaml"  # tune: the twenty-first blind set, scored once as held back
 BLIND_22_PATH = DATA_DIR / "blind-22.yaml"  # tune: the twenty-second blind set, scored once as held back
 BLIND_23_PATH = DATA_DIR / "blind-23.yaml"  # tune: the twenty-third blind set, scored once as held back
+BLIND_24_PATH = DATA_DIR / "blind-24.yaml"  # tune: the twenty-fourth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -230,6 +231,24 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-23-disputed.yaml",
             "that the checking readers found labelled two ways (a guess or the reporter's own reading, unconfirmed)",
             (4, 1, 1, 2),
+        ),
+    ),
+    BLIND_24_PATH: (
+        SetAside(
+            DATA_DIR / "blind-24-disputed.yaml",
+            "that the checking readers found labelled two ways (a guess, another thread quoted, a download cache, a"
+            " fix to the project's own build or tests)",
+            (5, 2, 3, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-24-offstack.yaml",
+            "from another stack (TensorFlow's backend of a project that also runs on PyTorch)",
+            (1, 1, 0, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-24-unchecked.yaml",
+            "whose threads no checking reader could reach (neither excerpt nor label checked)",
+            (2, 1, 1, 0),
         ),
     ),
 }
@@ -470,6 +489,12 @@ BLIND_23_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (1, 0, 1, 0),
     "other": (2, 1, 0, 1),
 }
+BLIND_24_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "bundle-skew": (2, 2, 0, 0),
+    "memory": (3, 3, 0, 0),
+    "disk": (2, 1, 1, 0),
+    "other": (2, 1, 0, 1),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -495,6 +520,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_21_PATH, BLIND_21_HELD_SCORE),
     (BLIND_22_PATH, BLIND_22_HELD_SCORE),
     (BLIND_23_PATH, BLIND_23_HELD_SCORE),
+    (BLIND_24_PATH, BLIND_24_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -524,4 +550,5 @@ ORDINALS = (
     "twenty-first",
     "twenty-second",
     "twenty-third",
+    "twenty-fourth",
 )

@@ -66,7 +66,10 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         r"|Please try to raise your shared memory limit|unable to write to file </torch_[\d_]+>"
         # NCCL's own segments for processes on one host (hiyouga/EasyR1#228, NVIDIA/nccl#1683: a container's
         # /dev/shm too small); attaching to a segment another process removed is not this class
-        r"|Error while creating shared memory segment /dev/shm/nccl-|failed to extend /dev/shm/nccl-\S+ to \d+ bytes",
+        r"|Error while creating shared memory segment /dev/shm/nccl-|failed to extend /dev/shm/nccl-\S+ to \d+ bytes"
+        # Ray's object store refusing a /dev/shm smaller than itself at start-up (ray-project/ray#16308
+        # quotes the check; alumae/kiirkirjutaja#5: a container's /dev/shm)
+        r"|The configured object store size \([\d.]+ ?GB\) exceeds /dev/shm size",
         "/dev/shm is too small for the data-loading workers or for NCCL's segments between processes on one "
         "host: enlarge it (a container's --shm-size) or lower num_workers.",
         "https://github.com/microsoft/RepPoints/issues/18",

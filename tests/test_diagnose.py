@@ -38,6 +38,7 @@ from orchestrator.diagnose_blind import (
     BLIND_21_PATH,
     BLIND_22_PATH,
     BLIND_23_PATH,
+    BLIND_24_PATH,
     BLIND_PATHS,
     CORPUS_PATH,
     HELDBACK_PATH,
@@ -1381,6 +1382,12 @@ CLASS_VARIANTS = [
         "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
         "disabling parallel compilation, which may slow down compilation.",
     ),
+    # the twenty-fourth set's classes in other threads' words
+    (
+        "shm-too-small",
+        "ValueError: The configured object store size (11.81114368 GB) exceeds /dev/shm size (11.8111232 GB). This "
+        "will harm performance. Consider deleting files in /dev/shm or increasing its size with --shm-size in Docker.",
+    ),
     # the twenty-third set's classes in other threads' words
     (
         "hbm-oom",
@@ -1437,6 +1444,12 @@ def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line
 
 # Near misses: lines that look like a class but belong to no layer (or to another one).
 NOT_THE_CLASS = [
+    # Ray falling back to /tmp for its object store: a warning about speed, the run goes on
+    (
+        "WARNING services.py:1628 -- WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm "
+        "has only 46198665216 bytes available. This will harm performance!",
+        None,
+    ),
     # a symbol a program looks up by name itself, not a CUDA runtime's
     ("dlsym: my_plugin_init symbol not found", None),
     # a pod's storage asked for, not exceeded; CUDA's other errors (a fault, not memory running out)
@@ -1948,7 +1961,7 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 BLIND_SIZES = {
     f"blind-{n}.yaml": size
     for n, size in enumerate(
-        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12), start=1
+        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12, 9), start=1
     )
 }
 
@@ -2058,13 +2071,14 @@ BLIND_FLOORS = {
     BLIND_21_PATH: (0.92, 0),
     BLIND_22_PATH: (0.87, 0),
     BLIND_23_PATH: (0.75, 1),
+    BLIND_24_PATH: (0.88, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 31, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 32, tune.total
     assert list(BLIND_FLOORS) == list(BLIND_PATHS)  # every blind set has its floor
     for path, (accuracy, wrong) in BLIND_FLOORS.items():
         blind = score(load_corpus(path), "tune")
