@@ -62,6 +62,7 @@ SCORED_WITH = {
     "blind-22.yaml": "2e6f322",
     "blind-23.yaml": "97fe34f",
     "blind-24.yaml": "6b51538",
+    "blind-25.yaml": "f987041",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

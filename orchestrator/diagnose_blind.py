@@ -50,6 +50,7 @@ BLIND_21_PATH = DATA_DIR / "blind-21.yaml"  # tune: the twenty-first blind set, 
 BLIND_22_PATH = DATA_DIR / "blind-22.yaml"  # tune: the twenty-second blind set, scored once as held back
 BLIND_23_PATH = DATA_DIR / "blind-23.yaml"  # tune: the twenty-third blind set, scored once as held back
 BLIND_24_PATH = DATA_DIR / "blind-24.yaml"  # tune: the twenty-fourth blind set, scored once as held back
+BLIND_25_PATH = DATA_DIR / "blind-25.yaml"  # tune: the twenty-fifth blind set, scored once as held back
 HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set collected blind to the table)
 
 
@@ -249,6 +250,19 @@ SET_ASIDE: dict[Path, tuple[SetAside, ...]] = {
             DATA_DIR / "blind-24-unchecked.yaml",
             "whose threads no checking reader could reach (neither excerpt nor label checked)",
             (2, 1, 1, 0),
+        ),
+    ),
+    BLIND_25_PATH: (
+        SetAside(
+            DATA_DIR / "blind-25-disputed.yaml",
+            "that the checking readers found labelled two ways (a harness's process layout, a scheduler's bug, an"
+            " unconfirmed reading, an image built for another GPU)",
+            (4, 0, 4, 0),
+        ),
+        SetAside(
+            DATA_DIR / "blind-25-offstack.yaml",
+            "from another stack (Lua Torch's cuDNN bindings, not PyTorch)",
+            (1, 1, 0, 0),
         ),
     ),
 }
@@ -495,6 +509,16 @@ BLIND_24_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
     "disk": (2, 1, 1, 0),
     "other": (2, 1, 0, 1),
 }
+BLIND_25_HELD_SCORE: dict[str, tuple[int, int, int, int]] = {
+    "transport": (3, 2, 0, 1),
+    "runtime-proof": (1, 0, 1, 0),
+    "bundle-skew": (6, 5, 1, 0),
+    "cache": (1, 0, 1, 0),
+    "memory": (2, 2, 0, 0),
+    "collective": (1, 1, 0, 0),
+    "disk": (4, 3, 0, 1),
+    "other": (2, 2, 0, 0),
+}
 # The blind sets in the order they were collected, each with its once-scored held-back figures.
 BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_1_PATH, BLIND_1_HELD_SCORE),
@@ -521,6 +545,7 @@ BLIND_SCORES: tuple[tuple[Path, dict[str, tuple[int, int, int, int]]], ...] = (
     (BLIND_22_PATH, BLIND_22_HELD_SCORE),
     (BLIND_23_PATH, BLIND_23_HELD_SCORE),
     (BLIND_24_PATH, BLIND_24_HELD_SCORE),
+    (BLIND_25_PATH, BLIND_25_HELD_SCORE),
 )
 BLIND_PATHS = tuple(path for path, _ in BLIND_SCORES)
 TUNE_PATHS = (CORPUS_PATH, *BLIND_PATHS)
@@ -551,4 +576,5 @@ ORDINALS = (
     "twenty-second",
     "twenty-third",
     "twenty-fourth",
+    "twenty-fifth",
 )

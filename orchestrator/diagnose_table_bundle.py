@@ -106,7 +106,11 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # uv's report under that line, of a pinned version no index holds (astral-sh/uv#1497: a torch
         # "+cpu" pin); a log cut below the first line still shows it
         r"|\bBecause there is no version of \S+==\S+(,| and)"
-        r"|we can conclude that (the|your|\S+'s|your \S+'s) requirements are unsatisfiable",
+        r"|we can conclude that (the|your|\S+'s|your \S+'s) requirements are unsatisfiable"
+        # the conda solvers of pixi and rattler (prefix-dev/pixi#3949: a CUDA jaxlib needing a __cuda
+        # virtual package the host does not declare)
+        r"|\bCannot solve the request because of: |\bcannot be installed because there are no viable options\b"
+        r"|\bfailed to solve the conda requirements of\b",
         "The requested versions cannot be installed together: resolve the bundle as one locked set for "
         "this Python and platform, and install it into a fresh environment.",
         "https://github.com/kinalmehta/marl-jax/issues/3",

@@ -103,6 +103,20 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         'File "/opt/venv/lib/python3.12/site-packages/torch/utils/file_baton.py", line 50 in wait',
     ),
     sig(
+        "compile-cache-lock-wait",
+        "cache",
+        # a kernel cache's lock taken through filelock, logged at DEBUG while every rank waits on it: Triton's
+        # autotune cache on a shared filesystem whose locks do not come (deepspeedai/DeepSpeed#5205, fixed by
+        # a local TRITON_CACHE_DIR); low, so any line that names a failure comes first
+        25,
+        r"Attempting to acquire lock \d+ on \S*([/\\]\.triton[/\\]|torchinductor_|torch_extensions)\S*\.lock\b",
+        "Processes wait on a compile cache's lock: put the Triton/Inductor cache on a local disk per host "
+        "(TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR), not a shared filesystem, and remove a lock no process holds.",
+        "https://github.com/deepspeedai/DeepSpeed/issues/5205",
+        "DEBUG: Attempting to acquire lock 140192009925296 on /data2/<account>/.triton/autotune/"
+        "Fp16Matmul_2d_kernel.pickle.lock",
+    ),
+    sig(
         "jax-cache-nonzero-process-skip",
         "cache",
         25,

@@ -171,6 +171,20 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "machine, but either a TPU-enabled jaxlib or libtpu is not installed. Falling back to cpu.",
     ),
     sig(
+        "jax-gpu-maybe-present-fallback",
+        "runtime-proof",
+        # the same fall back on a GPU host: a jaxlib without the CUDA plugin (JeffSHF/ColabDock#28: a
+        # CPU build of jax installed; later releases word it "CUDA-enabled jax installation was not found")
+        50,
+        r"An NVIDIA GPU may be present on this machine, but a CUDA-enabled jax(lib is not installed| installation "
+        r"was not found)",
+        "JAX silently fell back to CPU although a GPU is present: the installed jaxlib has no CUDA plugin "
+        "(install jax[cuda12] matching the driver, in the bundle); this run did not use the GPU.",
+        "https://github.com/JeffSHF/ColabDock/issues/28",
+        "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back to "
+        "cpu.",
+    ),
+    sig(
         "torch-xla-default-cpu",
         "runtime-proof",
         # Below CONFIDENT_PRIORITY: the CPU default says torch_xla found no TPU, not why; the

@@ -39,6 +39,7 @@ from orchestrator.diagnose_blind import (
     BLIND_22_PATH,
     BLIND_23_PATH,
     BLIND_24_PATH,
+    BLIND_25_PATH,
     BLIND_PATHS,
     CORPUS_PATH,
     HELDBACK_PATH,
@@ -1382,6 +1383,27 @@ CLASS_VARIANTS = [
         "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
         "disabling parallel compilation, which may slow down compilation.",
     ),
+    # the twenty-fifth set's classes in other threads' words
+    (
+        "jax-gpu-maybe-present-fallback",
+        "WARNING: An NVIDIA GPU may be present on this machine, but a CUDA-enabled jax installation was not found.",
+    ),
+    (
+        "jax-gpu-maybe-present-fallback",
+        "WARNING:2025-05-27 20:22:28,949:jax._src.xla_bridge:791: An NVIDIA GPU may be present on this machine, but "
+        "a CUDA-enabled jaxlib is not installed. Falling back to cpu.",
+    ),
+    (
+        "pip-resolution-impossible",
+        "  ╰─▶ Cannot solve the request because of: pytorch-gpu * cannot be installed because there are no viable "
+        "options:",
+    ),
+    ("pip-resolution-impossible", "Error: × failed to solve the conda requirements of 'default' 'linux-64'"),
+    (
+        "compile-cache-lock-wait",
+        "DEBUG:filelock:Attempting to acquire lock 139855430467344 on /tmp/torchinductor_root/locks/"
+        "cy7qjzrhdxq3y5uhtbhx4oqxhkdqimgp7ibszcnklsh6g2jx3qfn.lock",
+    ),
     # the twenty-fourth set's classes in other threads' words
     (
         "shm-too-small",
@@ -1444,6 +1466,8 @@ def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line
 
 # Near misses: lines that look like a class but belong to no layer (or to another one).
 NOT_THE_CLASS = [
+    # a lock on a model hub's files, not a compile cache's
+    ("DEBUG:filelock:Attempting to acquire lock 140401 on /root/.cache/huggingface/hub/.locks/model.lock", None),
     # Ray falling back to /tmp for its object store: a warning about speed, the run goes on
     (
         "WARNING services.py:1628 -- WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm "
@@ -1961,7 +1985,7 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 BLIND_SIZES = {
     f"blind-{n}.yaml": size
     for n, size in enumerate(
-        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12, 9), start=1
+        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12, 9, 20), start=1
     )
 }
 
@@ -2072,13 +2096,14 @@ BLIND_FLOORS = {
     BLIND_22_PATH: (0.87, 0),
     BLIND_23_PATH: (0.75, 1),
     BLIND_24_PATH: (0.88, 1),
+    BLIND_25_PATH: (0.90, 2),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 32, tune.total
+    assert tune.total.accuracy >= 0.881 and tune.total.wrong <= 34, tune.total
     assert list(BLIND_FLOORS) == list(BLIND_PATHS)  # every blind set has its floor
     for path, (accuracy, wrong) in BLIND_FLOORS.items():
         blind = score(load_corpus(path), "tune")
