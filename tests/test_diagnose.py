@@ -15,35 +15,11 @@ from orchestrator import diagnose as diag
 from orchestrator import diagnose_words
 from orchestrator.cli import main
 from orchestrator.diagnose_blind import (
-    BLIND_1_PATH,
-    BLIND_2_PATH,
-    BLIND_3_PATH,
-    BLIND_4_PATH,
-    BLIND_5_PATH,
-    BLIND_6_PATH,
-    BLIND_7_PATH,
-    BLIND_8_PATH,
-    BLIND_9_PATH,
-    BLIND_10_PATH,
-    BLIND_11_PATH,
-    BLIND_12_PATH,
-    BLIND_13_PATH,
-    BLIND_14_PATH,
-    BLIND_15_PATH,
-    BLIND_16_PATH,
-    BLIND_17_PATH,
-    BLIND_18_PATH,
-    BLIND_19_PATH,
-    BLIND_20_PATH,
-    BLIND_21_PATH,
-    BLIND_22_PATH,
-    BLIND_23_PATH,
-    BLIND_24_PATH,
-    BLIND_25_PATH,
     BLIND_PATHS,
     CORPUS_PATH,
     HELDBACK_PATH,
     TUNE_PATHS,
+    load_scores,
 )
 from orchestrator.diagnose_corpus import (
     MAX_WRONG_RATE,
@@ -1990,6 +1966,22 @@ BLIND_SIZES = {
 }
 
 
+def test_the_once_held_scores_file_is_checked_naming_the_set_and_the_field(tmp_path):
+    good = "sets:\n- file: blind-1.yaml\n  held:\n    disk: [3, 2, 1, 0]\n"
+    (tmp_path / "s.yaml").write_text(good)
+    scores, asides = load_scores(tmp_path / "s.yaml")
+    assert [(p.name, h) for p, h in scores] == [("blind-1.yaml", {"disk": (3, 2, 1, 0)})] and asides == {}
+    for text, where in [
+        (good.replace("[3, 2, 1, 0]", "[3, 2, 2, 0]"), r"sets\[0\]\.held\.disk"),
+        (good.replace("blind-1", "blind-2"), r"sets\[0\]: expected file blind-1\.yaml"),
+        (good + "  set_aside:\n  - file: x.yaml\n    why: w\n    score: [1, true, 0, 0]\n", r"set_aside\[0\]\.score"),
+        ("- just a list\n", r"a list `sets`"),
+    ]:
+        (tmp_path / "s.yaml").write_text(text)
+        with pytest.raises(ValueError, match=where):
+            load_scores(tmp_path / "s.yaml")
+
+
 def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order():
     tune = load_tune()
     files = [e.file for e in tune]
@@ -2002,10 +1994,10 @@ def test_the_tune_part_is_the_hand_collected_file_then_the_blind_sets_in_order()
 
 
 def test_an_id_in_two_tune_files_is_refused_naming_both(tmp_path):
-    same = load_corpus(BLIND_1_PATH)[0].id
+    same = load_corpus(BLIND_PATHS[0])[0].id
     extra = write_held(tmp_path / "extra.yaml", (same, "disk", "OSError: [Errno 28] No space left on device"))
     with pytest.raises(CorpusError, match=rf"extra\.yaml: {same}: the id is also in .*blind-1\.yaml"):
-        load_tune([CORPUS_PATH, BLIND_1_PATH, extra])
+        load_tune([CORPUS_PATH, BLIND_PATHS[0], extra])
 
 
 def test_an_id_in_both_files_is_refused_naming_the_file(tmp_path):
@@ -2070,33 +2062,33 @@ def test_held_back_corpus_reaches_the_accuracy_bar():
 
 
 # Each blind set's floor in tune (least accuracy, most wrong answers), measured when the table was
-# last extended; its once-held figures are BLIND_N_HELD_SCORE (orchestrator/diagnose_blind.py).
+# last extended; its once-held figures are in tests/data/diagnosis/held-scores.yaml.
 BLIND_FLOORS = {
-    BLIND_1_PATH: (0.97, 1),
-    BLIND_2_PATH: (0.86, 4),
-    BLIND_3_PATH: (0.94, 1),
-    BLIND_4_PATH: (0.84, 0),
-    BLIND_5_PATH: (0.91, 1),
-    BLIND_6_PATH: (0.85, 0),
-    BLIND_7_PATH: (0.85, 4),
-    BLIND_8_PATH: (0.85, 1),
-    BLIND_9_PATH: (0.90, 2),
-    BLIND_10_PATH: (0.83, 1),
-    BLIND_11_PATH: (0.81, 2),
-    BLIND_12_PATH: (0.68, 3),
-    BLIND_13_PATH: (0.84, 0),
-    BLIND_14_PATH: (0.81, 2),
-    BLIND_15_PATH: (0.86, 1),
-    BLIND_16_PATH: (0.95, 0),
-    BLIND_17_PATH: (0.73, 2),
-    BLIND_18_PATH: (0.77, 2),
-    BLIND_19_PATH: (0.84, 1),
-    BLIND_20_PATH: (0.60, 1),
-    BLIND_21_PATH: (0.92, 0),
-    BLIND_22_PATH: (0.87, 0),
-    BLIND_23_PATH: (0.75, 1),
-    BLIND_24_PATH: (0.88, 1),
-    BLIND_25_PATH: (0.90, 2),
+    "blind-1.yaml": (0.97, 1),
+    "blind-2.yaml": (0.86, 4),
+    "blind-3.yaml": (0.94, 1),
+    "blind-4.yaml": (0.84, 0),
+    "blind-5.yaml": (0.91, 1),
+    "blind-6.yaml": (0.85, 0),
+    "blind-7.yaml": (0.85, 4),
+    "blind-8.yaml": (0.85, 1),
+    "blind-9.yaml": (0.90, 2),
+    "blind-10.yaml": (0.83, 1),
+    "blind-11.yaml": (0.81, 2),
+    "blind-12.yaml": (0.68, 3),
+    "blind-13.yaml": (0.84, 0),
+    "blind-14.yaml": (0.81, 2),
+    "blind-15.yaml": (0.86, 1),
+    "blind-16.yaml": (0.95, 0),
+    "blind-17.yaml": (0.73, 2),
+    "blind-18.yaml": (0.77, 2),
+    "blind-19.yaml": (0.84, 1),
+    "blind-20.yaml": (0.60, 1),
+    "blind-21.yaml": (0.92, 0),
+    "blind-22.yaml": (0.87, 0),
+    "blind-23.yaml": (0.75, 1),
+    "blind-24.yaml": (0.88, 1),
+    "blind-25.yaml": (0.90, 2),
 }
 
 
@@ -2104,8 +2096,9 @@ def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
     assert tune.total.accuracy >= 0.881 and tune.total.wrong <= 34, tune.total
-    assert list(BLIND_FLOORS) == list(BLIND_PATHS)  # every blind set has its floor
-    for path, (accuracy, wrong) in BLIND_FLOORS.items():
+    assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
+    for path in BLIND_PATHS:
+        accuracy, wrong = BLIND_FLOORS[path.name]
         blind = score(load_corpus(path), "tune")
         assert blind.total.accuracy >= accuracy and blind.total.wrong <= wrong, (path.name, blind.total)
     assert tune.total.wrong_rate <= MAX_WRONG_RATE, tune.total
