@@ -63,6 +63,7 @@ SCORED_WITH = {
     "blind-23.yaml": "97fe34f",
     "blind-24.yaml": "6b51538",
     "blind-25.yaml": "f987041",
+    "blind-26.yaml": "f2ecb18",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

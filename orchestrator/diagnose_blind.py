@@ -118,4 +118,5 @@ ORDINALS = (
     "twenty-third",
     "twenty-fourth",
     "twenty-fifth",
+    "twenty-sixth",
 )

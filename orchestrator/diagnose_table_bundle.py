@@ -340,6 +340,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # jaxlib's GPU kernels calling a CUDA runtime older than theirs (sokrypton/ColabFold#532: an old jax
         # pinned after the platform moved to CUDA 12)
         r"|\bcuda\w+ symbol not found\b"
+        # XLA's GPU compiler finding no cuDNN handle: the cuDNN it loaded is not the one jaxlib was built for
+        # (jax-ml/jax#15230, a runtime cuDNN older than the build; ColabFold after a jax upgrade)
+        r"|\) dnn != nullptr\b"
         # XLA finding the CUDA toolkit's ptxas (a pip wheel) newer than the host's driver (jax-ml/jax#18027,
         # CUDA wheels upgraded one by one past the driver)
         r"|The NVIDIA driver's CUDA version is \S+ which is older than the ptxas CUDA version"

@@ -76,6 +76,20 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
     ),
     sig(
+        "ray-object-store-on-tmp",
+        "disk",
+        # Ray's warning that its object store went to /tmp because /dev/shm is too small: the run goes on,
+        # slowly; low, so a line that names a failure comes first, but alone it names the owner
+        # (allenai/open-instruct#1067: a container's /dev/shm, enlarged)
+        22,
+        r"The object store is using \S+ instead of /dev/shm because /dev/shm has only \d+ bytes available",
+        "Ray's object store does not fit in /dev/shm and spills to disk: enlarge the container's /dev/shm "
+        "(--shm-size, a memory-backed volume) to more than the object store, or set a smaller one.",
+        "https://github.com/allenai/open-instruct/issues/1067",
+        "WARNING services.py:2159 -- WARNING: The object store is using /tmp instead of /dev/shm because "
+        "/dev/shm has only 5368709120 bytes available. This will harm performance!",
+    ),
+    sig(
         "process-bus-error",
         "disk",
         # a symptom: a process died of SIGBUS, which on a training host is almost always a shared-memory

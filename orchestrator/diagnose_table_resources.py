@@ -117,6 +117,20 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "Fp16Matmul_2d_kernel.pickle.lock",
     ),
     sig(
+        "triton-cache-shared-tmp",
+        "cache",
+        # Triton writes a cache entry to "<name>.tmp.pid_<pid>_<uuid>" and renames it: the file vanishing under
+        # the writer means another process shares the cache directory and raced it (tensor-parallel workers
+        # of one engine, fixed by a cache directory per process)
+        45,
+        r"(No such file or directory|FileNotFoundError)\S*:? .*[/\\]\.triton[/\\]cache[/\\]\S+\.tmp\.pid_\d+",
+        "Several processes share one Triton cache directory and raced on an entry: give each process (or "
+        "host) its own TRITON_CACHE_DIR on a local disk, or warm the cache from one process first.",
+        "https://github.com/IBM/vllm/pull/35",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/home/vllm/.triton/cache/1feb415f3280ca46eea8c"
+        "4407a58c23e/fused_moe_kernel.json.tmp.pid_72_c0a0033e-6147-4520-ae3a-3847d02598f8'",
+    ),
+    sig(
         "jax-cache-nonzero-process-skip",
         "cache",
         25,

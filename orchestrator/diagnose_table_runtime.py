@@ -185,6 +185,21 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "cpu.",
     ),
     sig(
+        "nvml-not-in-container",
+        "runtime-proof",
+        # the NVIDIA device plugin (or any NVML user in a container) not finding the driver's NVML library:
+        # the node has no driver, or the container runtime does not mount it (NVIDIA/k8s-device-plugin#444:
+        # the runtime not configured for containerd; a GPU node image shipped without the libraries)
+        45,
+        r"could not load NVML library: libnvidia-ml\.so(\.1)?: cannot open shared object file"
+        r"|If this is a GPU node, did you configure the NVIDIA Container Toolkit\?",
+        "The container does not see the NVIDIA driver: install the driver on the node and configure the "
+        "NVIDIA Container Toolkit as the runtime, then restart the device plugin; no pod gets a GPU until then.",
+        "https://github.com/NVIDIA/k8s-device-plugin/issues/444",
+        "I1019 06:25:03.802298 1 factory.go:107] Detected non-NVML platform: could not load NVML library: "
+        "libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+    ),
+    sig(
         "torch-xla-default-cpu",
         "runtime-proof",
         # Below CONFIDENT_PRIORITY: the CPU default says torch_xla found no TPU, not why; the

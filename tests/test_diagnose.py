@@ -1359,6 +1359,33 @@ CLASS_VARIANTS = [
         "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
         "disabling parallel compilation, which may slow down compilation.",
     ),
+    # the twenty-sixth set's classes in other threads' words
+    (
+        "ray-object-store-on-tmp",
+        "WARNING services.py:1628 -- WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm "
+        "has only 46198665216 bytes available. This will harm performance!",
+    ),
+    (
+        "nvml-not-in-container",
+        "I0121 20:28:50.871846       1 factory.go:107] Detected non-NVML platform: could not load NVML library: "
+        "libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+    ),
+    (
+        "nvml-not-in-container",
+        "E0506 17:45:45.421965       1 factory.go:113] If this is a GPU node, did you configure "
+        "the NVIDIA Container Toolkit?",
+    ),
+    (
+        "native-extension-mismatch",
+        "2023-03-27 03:15:47.854454: E external/org_tensorflow/tensorflow/compiler/xla/status_macros.cc:54] INTERNAL: "
+        "RET_CHECK failure (external/org_tensorflow/tensorflow/compiler/xla/service/gpu/gpu_compiler.cc:618) "
+        "dnn != nullptr",
+    ),
+    (
+        "triton-cache-shared-tmp",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/root/.triton/cache/a0b1c2/_fwd_kernel.cubin.tmp."
+        "pid_4411_9d7e2b1c-3f7a-4c55-a0b1-2f9c7e1d0a44'",
+    ),
     # the twenty-fifth set's classes in other threads' words
     (
         "jax-gpu-maybe-present-fallback",
@@ -1442,14 +1469,11 @@ def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line
 
 # Near misses: lines that look like a class but belong to no layer (or to another one).
 NOT_THE_CLASS = [
+    # a Triton cache entry that is simply missing (not a writer's temporary file), and NVML's other failure
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/root/.triton/cache/a0b1c2/_fwd_kernel.json'", None),
+    ("Failed to initialize NVML: Driver/library version mismatch", None),
     # a lock on a model hub's files, not a compile cache's
     ("DEBUG:filelock:Attempting to acquire lock 140401 on /root/.cache/huggingface/hub/.locks/model.lock", None),
-    # Ray falling back to /tmp for its object store: a warning about speed, the run goes on
-    (
-        "WARNING services.py:1628 -- WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm "
-        "has only 46198665216 bytes available. This will harm performance!",
-        None,
-    ),
     # a symbol a program looks up by name itself, not a CUDA runtime's
     ("dlsym: my_plugin_init symbol not found", None),
     # a pod's storage asked for, not exceeded; CUDA's other errors (a fault, not memory running out)
@@ -1961,7 +1985,7 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 BLIND_SIZES = {
     f"blind-{n}.yaml": size
     for n, size in enumerate(
-        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12, 9, 20), start=1
+        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15), start=1
     )
 }
 
@@ -2084,13 +2108,14 @@ BLIND_FLOORS = {
     "blind-23.yaml": (0.75, 1),
     "blind-24.yaml": (0.88, 1),
     "blind-25.yaml": (0.90, 2),
+    "blind-26.yaml": (0.80, 0),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.881 and tune.total.wrong <= 34, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 33, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
