@@ -370,6 +370,8 @@ def corpus_markdown(
         "if it is missed, extend the table (the layer's orchestrator/diagnose_table_*.py) with a signature",
         "for its class of failure, citing its source; then regenerate this page with",
         "`.venv/bin/python bench/diagnose.py --write-doc`. Entries for the held-back file come from",
-        "someone who has not read the table, and are added there without looking at how they score.",
+        "someone who has not read the table, and are added there without looking at how they score;",
+        "they skip every thread the corpus already quotes or the table cites",
+        "(`.venv/bin/python bench/diagnose_known.py` lists them).",
     ]
     return "\n".join(out) + "\n"
