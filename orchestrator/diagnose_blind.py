@@ -25,7 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-import yaml
+from orchestrator import yamlsrc
+from orchestrator.errors import ConfigError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnosis"
 CORPUS_PATH = DATA_DIR / "corpus.yaml"  # tune: collected by the hand that wrote the table
@@ -46,40 +47,44 @@ class SetAside(NamedTuple):
 HeldScore = dict[str, tuple[int, int, int, int]]  # layer -> (entries, right, unknown, wrong)
 
 
-def _counts(where: str, value: object) -> tuple[int, int, int, int]:
+def _counts(doc: yamlsrc.Located, path: tuple[object, ...], value: object) -> tuple[int, int, int, int]:
     """[entries, right, unknown, wrong] checked: four counts >= 0 whose last three add up to the first."""
     if isinstance(value, list) and len(value) == 4 and all(type(n) is int and n >= 0 for n in value):
         entries, right, unknown, wrong = value
         if entries == right + unknown + wrong:
             return (entries, right, unknown, wrong)
-    raise ValueError(f"{SCORES_PATH.name}: {where}: expected [entries, right, unknown, wrong], got {value!r}")
+    raise ConfigError(f"{doc.where(path)}: expected [entries, right, unknown, wrong] adding up, got {value!r}")
 
 
 def load_scores(
     path: Path = SCORES_PATH,
 ) -> tuple[tuple[tuple[Path, HeldScore], ...], dict[Path, tuple[SetAside, ...]]]:
-    """The blind sets in the order they were collected with their once-held scores, and their set-aside files."""
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    sets = doc.get("sets") if isinstance(doc, dict) else None
+    """The blind sets in the order they were collected with their once-held scores, and their set-aside files.
+
+    Errors name the file, the line and the YAML path (ConfigError).
+    """
+    doc = yamlsrc.load(path, what="scores file")
+    sets = doc.data.get("sets") if isinstance(doc.data, dict) else None
     if not isinstance(sets, list):
-        raise ValueError(f"{path.name}: expected a mapping with a list `sets`")
+        raise ConfigError(f"{doc.where(())}: expected a mapping with a list `sets`")
     scores: list[tuple[Path, HeldScore]] = []
     asides: dict[Path, tuple[SetAside, ...]] = {}
     for i, item in enumerate(sets):
         name = item.get("file") if isinstance(item, dict) else None
-        if not isinstance(name, str) or name != f"blind-{i + 1}.yaml":
-            raise ValueError(f"{path.name}: sets[{i}]: expected file blind-{i + 1}.yaml, got {name!r}")
+        if name != f"blind-{i + 1}.yaml":
+            raise ConfigError(f"{doc.where(('sets', i))}: expected file blind-{i + 1}.yaml, got {name!r}")
         held = item.get("held")
         if not isinstance(held, dict) or not held:
-            raise ValueError(f"{path.name}: sets[{i}] ({name}): expected `held`, a mapping of layer to counts")
-        scores.append((DATA_DIR / name, {str(k): _counts(f"sets[{i}].held.{k}", v) for k, v in held.items()}))
+            raise ConfigError(f"{doc.where(('sets', i))}: expected `held`, a mapping of layer to counts")
+        counts = {str(k): _counts(doc, ("sets", i, "held", k), v) for k, v in held.items()}
+        scores.append((DATA_DIR / name, counts))
         found = []
         for j, a in enumerate(item.get("set_aside") or []):
-            where = f"sets[{i}].set_aside[{j}]"
+            where = ("sets", i, "set_aside", j)
             if not (isinstance(a, dict) and isinstance(a.get("file"), str) and isinstance(a.get("why"), str)):
-                raise ValueError(f"{path.name}: {where}: expected `file` and `why`")
-            when = a.get("when", "before scoring")
-            found.append(SetAside(DATA_DIR / a["file"], a["why"], _counts(f"{where}.score", a.get("score")), str(when)))
+                raise ConfigError(f"{doc.where(where)}: expected `file` and `why`")
+            score = _counts(doc, (*where, "score"), a.get("score"))
+            found.append(SetAside(DATA_DIR / a["file"], a["why"], score, str(a.get("when", "before scoring"))))
         if found:
             asides[DATA_DIR / name] = tuple(found)
     return tuple(scores), asides

@@ -34,6 +34,7 @@ from orchestrator.diagnose_corpus import (
     score,
 )
 from orchestrator.diagnose_run import diagnose_run
+from orchestrator.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "diagnose"
@@ -1990,19 +1991,21 @@ BLIND_SIZES = {
 }
 
 
-def test_the_once_held_scores_file_is_checked_naming_the_set_and_the_field(tmp_path):
+def test_the_once_held_scores_file_is_checked_naming_file_line_and_field(tmp_path):
     good = "sets:\n- file: blind-1.yaml\n  held:\n    disk: [3, 2, 1, 0]\n"
     (tmp_path / "s.yaml").write_text(good)
     scores, asides = load_scores(tmp_path / "s.yaml")
     assert [(p.name, h) for p, h in scores] == [("blind-1.yaml", {"disk": (3, 2, 1, 0)})] and asides == {}
+    aside = "  set_aside:\n  - file: x.yaml\n    why: w\n    score: [1, true, 0, 0]\n"
     for text, where in [
-        (good.replace("[3, 2, 1, 0]", "[3, 2, 2, 0]"), r"sets\[0\]\.held\.disk"),
-        (good.replace("blind-1", "blind-2"), r"sets\[0\]: expected file blind-1\.yaml"),
-        (good + "  set_aside:\n  - file: x.yaml\n    why: w\n    score: [1, true, 0, 0]\n", r"set_aside\[0\]\.score"),
-        ("- just a list\n", r"a list `sets`"),
+        (good.replace("[3, 2, 1, 0]", "[3, 2, 2, 0]"), r"s\.yaml:4 sets\[0\]\.held\.disk: expected"),
+        (good.replace("blind-1", "blind-2"), r"s\.yaml:2 sets\[0\]: expected file blind-1\.yaml"),
+        (good + aside, r"s\.yaml:8 sets\[0\]\.set_aside\[0\]\.score: expected"),
+        ("- just a list\n", r"s\.yaml:1 \(top level\): expected a mapping with a list `sets`"),
+        ("sets: [unclosed\n", r"s\.yaml:\d+"),
     ]:
         (tmp_path / "s.yaml").write_text(text)
-        with pytest.raises(ValueError, match=where):
+        with pytest.raises(ConfigError, match=where):
             load_scores(tmp_path / "s.yaml")
 
 
