@@ -28,13 +28,25 @@ def serve(req: dict[str, Any]) -> dict[str, Any]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((req.get("bind", "0.0.0.0"), 0))
     port = sock.getsockname()[1]
+    # The child says when it has left this session: only then is the relay out of reach of what ends
+    # this command's process group (the worker agent does so when the controller's connection dies).
+    # Its pid file is written after that, so a relay ended while starting leaves none behind.
+    detached_r, detached_w = os.pipe()
     pid = os.fork()
     if pid:
         sock.close()
+        os.close(detached_w)
+        with os.fdopen(detached_r, "rb") as pipe:
+            detached = pipe.read(1) == b"1"
+        if not detached:
+            raise DeployFailure("the wheel relay ended while it started")
         _write_atomic(os.path.join(layout.root, "serve", f"{token}.pid"), str(pid))
         return {"port": port, "pid": pid}
     # child: detach fully so the SSH session can end
+    os.close(detached_r)
     os.setsid()
+    os.write(detached_w, b"1")
+    os.close(detached_w)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

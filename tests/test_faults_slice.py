@@ -95,6 +95,16 @@ def orch_processes(small: Small) -> dict[str, list[str]]:
     return found
 
 
+def detached(pid: int) -> bool:
+    """Whether process `pid` leads a session of its own (it has called setsid)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # pid (comm) state ppid pgrp session ...: comm may hold spaces, so split after its ')'
+    return int(stat.rsplit(")", 1)[1].split()[3]) == pid
+
+
 def leftovers(small: Small) -> dict[str, str]:
     """Per worker, orch's temporary files left behind (build dirs, partial uploads, relay pid files)."""
     found = {}
@@ -165,8 +175,20 @@ def test_a_controller_killed_mid_deploy_leaves_no_orch_process_on_any_worker_wit
     def running() -> bool:
         return any(helper in line for lines in orch_processes(small).values() for line in lines)
 
+    def started() -> bool:
+        # the relay counts once it has left the command's session: before that, the controller's death
+        # ends it with the command that starts it (the worker agent ends the group), and no lease is watched
+        if helper != "hostside.deploy serve":
+            return running()
+        return any(
+            detached(int(line.split()[0]))
+            for lines in orch_processes(small).values()
+            for line in lines
+            if helper in line
+        )
+
     try:
-        wait_for(lambda: running() or proc.poll() is not None, 300, f"{helper} to run on a worker", every=0.01)
+        wait_for(lambda: started() or proc.poll() is not None, 300, f"{helper} to run on a worker", every=0.01)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()

@@ -1,0 +1,63 @@
+"""The seed worker's wheel relay (hostside.deploy_relay): it starts detached, or not at all."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from waiting import wait_for
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Runs `serve` in a process of its own (it forks): argv = [root, "detach" or "die before detaching"].
+SERVE = """
+import json, os, sys
+from hostside import deploy_relay
+from hostside.deploy_store import DeployFailure
+if sys.argv[2] == "die before detaching":
+    os.setsid = lambda: os._exit(1)  # the child ends where the worker agent's group kill would end it
+try:
+    out = deploy_relay.serve({"root": sys.argv[1], "token": "t1", "bind": "127.0.0.1", "lifetime": 120})
+except DeployFailure as exc:
+    out = {"error": str(exc)}
+print(json.dumps(out))
+"""
+
+
+def serve(root: Path, how: str) -> dict[str, object]:
+    res = subprocess.run(
+        [sys.executable, "-c", SERVE, str(root), how], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    out: dict[str, object] = json.loads(res.stdout)
+    return out
+
+
+def session_of(pid: int) -> int | None:
+    """The session process `pid` leads or belongs to; None once it has ended (gone, or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    state, _ppid, _pgrp, session = stat.rsplit(")", 1)[1].split()[:4]  # pid (comm) state ppid pgrp session ...
+    return None if state == "Z" else int(session)
+
+
+def test_the_relay_is_detached_before_its_pid_file_is_written_and_stop_serve_ends_it(tmp_path):
+    out = serve(tmp_path, "detach")
+    pid = int(str(out["pid"]))
+    assert session_of(pid) == pid  # a session of its own: ending the starting command's group leaves it
+    assert (tmp_path / "serve" / "t1.pid").read_text() == str(pid)
+    from hostside.deploy_relay import stop_serve
+
+    assert stop_serve({"root": str(tmp_path), "token": "t1"}) == {"stopped": True}
+    wait_for(lambda: session_of(pid) is None, 30, "the relay to end after stop-serve")
+    assert not (tmp_path / "serve" / "t1.pid").exists()
+
+
+def test_a_relay_ended_before_it_detached_is_reported_and_leaves_no_pid_file(tmp_path):
+    out = serve(tmp_path, "die before detaching")
+    assert out == {"error": "the wheel relay ended while it started"}
+    assert not (tmp_path / "serve").exists() or list((tmp_path / "serve").iterdir()) == []
