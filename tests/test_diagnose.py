@@ -1382,6 +1382,7 @@ CLASS_VARIANTS = [
         "RET_CHECK failure (external/org_tensorflow/tensorflow/compiler/xla/service/gpu/gpu_compiler.cc:618) "
         "dnn != nullptr",
     ),
+    # (constructed, no other thread's log seen: the same message with another kernel's cache entry)
     (
         "triton-cache-shared-tmp",
         "FileNotFoundError: [Errno 2] No such file or directory: '/root/.triton/cache/a0b1c2/_fwd_kernel.cubin.tmp."
@@ -1403,6 +1404,7 @@ CLASS_VARIANTS = [
         "options:",
     ),
     ("pip-resolution-impossible", "Error: × failed to solve the conda requirements of 'default' 'linux-64'"),
+    # (constructed, no other thread's log seen: filelock's message on Inductor's cache instead of Triton's)
     (
         "compile-cache-lock-wait",
         "DEBUG:filelock:Attempting to acquire lock 139855430467344 on /tmp/torchinductor_root/locks/"
