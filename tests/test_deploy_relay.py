@@ -11,24 +11,30 @@ from waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Runs `serve` in a process of its own (it forks): argv = [root, "detach" or "die before detaching"].
+# Runs `serve` in a process of its own (it forks): argv = [root, how, extra request fields as JSON];
+# how is "detach" or "die before detaching".
 SERVE = """
 import json, os, sys
 from hostside import deploy_relay
 from hostside.deploy_store import DeployFailure
 if sys.argv[2] == "die before detaching":
     os.setsid = lambda: os._exit(1)  # the child ends where the worker agent's group kill would end it
+req = {"root": sys.argv[1], "token": "t1", "bind": "127.0.0.1", "lifetime": 120, **json.loads(sys.argv[3])}
 try:
-    out = deploy_relay.serve({"root": sys.argv[1], "token": "t1", "bind": "127.0.0.1", "lifetime": 120})
+    out = deploy_relay.serve(req)
 except DeployFailure as exc:
     out = {"error": str(exc)}
 print(json.dumps(out))
 """
 
 
-def serve(root: Path, how: str) -> dict[str, object]:
+def serve(root: Path, how: str, **extra: object) -> dict[str, object]:
     res = subprocess.run(
-        [sys.executable, "-c", SERVE, str(root), how], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", SERVE, str(root), how, json.dumps(extra)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert res.returncode == 0, res.stderr
     out: dict[str, object] = json.loads(res.stdout)
@@ -61,3 +67,20 @@ def test_a_relay_ended_before_it_detached_is_reported_and_leaves_no_pid_file(tmp
     out = serve(tmp_path, "die before detaching")
     assert out == {"error": "the wheel relay ended while it started"}
     assert not (tmp_path / "serve").exists() or list((tmp_path / "serve").iterdir()) == []
+
+
+def test_a_relay_whose_controller_stops_renewing_ends_itself_and_records_why(tmp_path):
+    from hostside import deploy_lock
+    from hostside.layout import Layout
+
+    holder = {"token": "0a0a", "user": "me", "controller": "here", "pid": 1, "bundle_id": "new"}
+    lane = {"lane": "cpu", "holder": holder, "bundle_id": "new"}
+    taken = deploy_lock.begin({"root": str(tmp_path), "bundle": "b", "wheels": [], "stale_after": 300, **lane})
+    assert taken["state"] == "locked-by-us", taken
+    out = serve(tmp_path, "detach", lease_ttl=1.0, **lane)  # renewed by no one from here on
+    pid = int(str(out["pid"]))
+    wait_for(lambda: session_of(pid) is None, 60, "the relay to end once its lease lapsed")
+    receipts = Path(Layout(str(tmp_path)).deploy_receipts("cpu")).read_text().splitlines()
+    [record] = [json.loads(line) for line in receipts if json.loads(line).get("event") == "abandoned"]
+    assert (record["action"], record["token"]) == ("serve", "0a0a") and "not renewed" in record["why"], record
+    assert not (tmp_path / "serve" / "t1.pid").exists()

@@ -209,9 +209,11 @@ def test_a_controller_killed_mid_deploy_leaves_no_orch_process_on_any_worker_wit
         for line in small.h.ssh(w, "cat", "/var/lib/orch/receipts/deploy/cpu.jsonl").stdout.splitlines()
     ]
     abandoned = [r for r in records if r.get("event") == "abandoned" and r.get("token") == token]
-    if helper == "hostside.deploy serve":  # the relay never ends by itself: only the lease ended it
-        assert [r["action"] for r in abandoned] == ["serve"] and "not renewed" in abandoned[0]["why"], abandoned
-    # (a small bundle's install may simply finish before the lease runs out; either way nothing is left)
+    # What ended the worker's action is a race this test cannot settle from outside: the lease, or the
+    # controller itself just before it died (its stop-serve once a small bundle's fetches are done, in
+    # milliseconds; an install that simply finished). An end by the lease is recorded as such, and
+    # tests/test_deploy_relay.py proves that for the relay without the race; either way nothing is left.
+    assert all(r["action"] == helper.split()[-1] and "not renewed" in r["why"] for r in abandoned), abandoned
     # A rerun from this host finds the dead deploy's lock dead at once and completes.
     doc = small.deploy("small-b")
     assert any(o["recovered_lock"] for o in doc["workers"].values())
