@@ -9,6 +9,8 @@ from pathlib import Path
 
 from waiting import wait_for
 
+from hostside import procfs
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Runs `serve` in a process of its own (it forks): argv = [root, how, extra request fields as JSON];
@@ -41,25 +43,18 @@ def serve(root: Path, how: str, **extra: object) -> dict[str, object]:
     return out
 
 
-def session_of(pid: int) -> int | None:
-    """The session process `pid` leads or belongs to; None once it has ended (gone, or a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    state, _ppid, _pgrp, session = stat.rsplit(")", 1)[1].split()[:4]  # pid (comm) state ppid pgrp session ...
-    return None if state == "Z" else int(session)
-
-
 def test_the_relay_is_detached_before_its_pid_file_is_written_and_stop_serve_ends_it(tmp_path):
     out = serve(tmp_path, "detach")
     pid = int(str(out["pid"]))
-    assert session_of(pid) == pid  # a session of its own: ending the starting command's group leaves it
+    info = procfs.stat(pid)
+    assert (
+        info is not None and info["sid"] == pid
+    )  # a session of its own: ending the starting command's group leaves it
     assert (tmp_path / "serve" / "t1.pid").read_text() == str(pid)
     from hostside.deploy_relay import stop_serve
 
     assert stop_serve({"root": str(tmp_path), "token": "t1"}) == {"stopped": True}
-    wait_for(lambda: session_of(pid) is None, 30, "the relay to end after stop-serve")
+    wait_for(lambda: not procfs.alive(pid), 30, "the relay to end after stop-serve")
     assert not (tmp_path / "serve" / "t1.pid").exists()
 
 
@@ -79,7 +74,7 @@ def test_a_relay_whose_controller_stops_renewing_ends_itself_and_records_why(tmp
     assert taken["state"] == "locked-by-us", taken
     out = serve(tmp_path, "detach", lease_ttl=1.0, **lane)  # renewed by no one from here on
     pid = int(str(out["pid"]))
-    wait_for(lambda: session_of(pid) is None, 60, "the relay to end once its lease lapsed")
+    wait_for(lambda: not procfs.alive(pid), 60, "the relay to end once its lease lapsed")
     receipts = Path(Layout(str(tmp_path)).deploy_receipts("cpu")).read_text().splitlines()
     [record] = [json.loads(line) for line in receipts if json.loads(line).get("event") == "abandoned"]
     assert (record["action"], record["token"]) == ("serve", "0a0a") and "not renewed" in record["why"], record

@@ -23,6 +23,7 @@ from conftest import orch_executable, start_sandbox
 from test_deploy_slice import Small
 from waiting import wait_for
 
+from hostside import procfs
 from hostside.deploy_lock import CONTROLLER_LEASE_TTL, WATCH_EVERY
 from orchestrator import deploy as core
 from orchestrator import sandbox
@@ -95,14 +96,10 @@ def orch_processes(small: Small) -> dict[str, list[str]]:
     return found
 
 
-def detached(pid: int) -> bool:
-    """Whether process `pid` leads a session of its own (it has called setsid)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # pid (comm) state ppid pgrp session ...: comm may hold spaces, so split after its ')'
-    return int(stat.rsplit(")", 1)[1].split()[3]) == pid
+def leads_its_session(pid: int) -> bool:
+    """Whether process `pid` runs in a session of its own (it has called setsid)."""
+    info = procfs.stat(pid)
+    return info is not None and info["sid"] == pid
 
 
 def leftovers(small: Small) -> dict[str, str]:
@@ -181,7 +178,7 @@ def test_a_controller_killed_mid_deploy_leaves_no_orch_process_on_any_worker_wit
         if helper != "hostside.deploy serve":
             return running()
         return any(
-            detached(int(line.split()[0]))
+            leads_its_session(int(line.split()[0]))
             for lines in orch_processes(small).values()
             for line in lines
             if helper in line
