@@ -64,6 +64,7 @@ SCORED_WITH = {
     "blind-24.yaml": "6b51538",
     "blind-25.yaml": "f987041",
     "blind-26.yaml": "f2ecb18",
+    "blind-27.yaml": "9973ece",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

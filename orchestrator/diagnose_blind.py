@@ -124,4 +124,5 @@ ORDINALS = (
     "twenty-fourth",
     "twenty-fifth",
     "twenty-sixth",
+    "twenty-seventh",
 )

@@ -282,6 +282,14 @@ def corpus_markdown(
             f"    part, at {right:.1%} right and {wrong:.1%} wrong (table below), then folded into tune: its",
             "    misses were studied as classes of failure and the table extended for those classes.",
         ]
+        late = [a.held_score for a in SET_ASIDE.get(path, ()) if a.when != "before scoring"]
+        if late:  # the figure as first scored counts the entries its readers set aside only afterwards
+            n = total[1] + sum(a[0] for a in late)
+            r, w = total[2] + sum(a[1] for a in late), total[4] + sum(a[3] for a in late)
+            blind_lines.append(
+                f"    As first scored, with the entries set aside only after it: {r / n:.1%} right,"
+                f" {w / n:.1%} wrong, of {n} entries."
+            )
         for aside in SET_ASIDE.get(path, ()):
             n, r, u, w = aside.held_score
             blind_lines += [

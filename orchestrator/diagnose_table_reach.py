@@ -284,6 +284,21 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "Error: API returned: Insufficient Permission: Request had insufficient authentication scopes.",
     ),
     sig(
+        "hub-credentials-rejected",
+        "transport",
+        # the Hugging Face Hub refusing a worker's stored token (expired or revoked) while a job loads a
+        # dataset or model: the request reached the Hub and came back 401 (huggingface/huggingface_hub#1932:
+        # fixed by logging in again)
+        35,
+        r"Couldn't reach https://huggingface\.co/\S+ \((error 401|ConnectionError\('Unauthorized for URL)"
+        r"|401 Client Error: Unauthorized for url: https://huggingface\.co/"
+        r"|^Invalid credentials in Authorization header$",
+        "The Hub rejected the worker's credentials: log in again on that worker (`huggingface-cli login`) "
+        "or pass a valid HF_TOKEN in the job's environment; a gated repository also needs its access granted.",
+        "https://github.com/huggingface/huggingface_hub/issues/1932",
+        "ConnectionError: Couldn't reach https://huggingface.co/datasets/.../README.md (error 401)",
+    ),
+    sig(
         "ssh-key-unreadable",
         "transport",
         70,

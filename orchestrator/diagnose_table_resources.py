@@ -363,7 +363,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"|process \d+ terminated with signal SIGKILL\b"
         # Python's subprocess reporting a child the OOM killer took (accelerate's launcher,
         # huggingface/autotrain-advanced#456)
-        r"|died with <Signals\.SIGKILL: 9>",
+        r"|died with <Signals\.SIGKILL: 9>"
+        # a framework reporting the return code of a compiler it ran (torch-neuron's neuron-cc,
+        # aws-neuron/aws-neuron-sdk#439)
+        r"|\b[Cc]ommand returned:? -9\s*$",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
         "'Out of memory' on that worker.",
         "https://github.com/tmux/tmux/issues/2364",
@@ -381,6 +384,19 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
         "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
         "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.",
+    ),
+    sig(
+        "hub-compile-cache-not-writable",
+        "cache",
+        # optimum-neuron pushing the compiled graphs it built to a shared cache repository on the Hub that
+        # the job may only read (huggingface/optimum-neuron#59): the cache's writer, not the network
+        60,
+        r"Could not push the cached model to the repo \S+, most likely due to not having the write permission",
+        "The job tried to write a compilation cache it may only read: give the shared cache one writer "
+        "(a token with write access), or point this job at a cache repository of its own, or turn pushing off.",
+        "https://github.com/huggingface/optimum-neuron/issues/59",
+        "Could not push the cached model to the repo aws-neuron/optimum-neuron-cache, most likely due to not "
+        "having the write permission for this repo. Exact error: 401 Client Error.",
     ),
     sig(
         "torch-extensions-dir-not-writable",

@@ -185,6 +185,23 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "cpu.",
     ),
     sig(
+        "nccl-topology-file-mismatch",
+        "runtime-proof",
+        # NCCL reading a topology or graph file (NCCL_TOPO_FILE / NCCL_GRAPH_FILE, or a net plugin's
+        # static topology) written for another machine shape: a VM image's files for the largest size
+        # loaded on a smaller one (Azure/azhpc-images#327), a plugin's p5 file on a subset of the GPUs
+        # (aws/aws-ofi-nccl#785), a graph file for four GPUs on two (NVIDIA/nccl#1008); the gang never
+        # forms, but no peer is at fault
+        45,
+        r"NCCL WARN XML Import Channel : dev \d+ not found"
+        r"|graph/xml\.(h|cc):\d+ NCCL WARN Attribute \S+ of node \S+ not found",
+        "NCCL's topology or graph file does not describe this machine: unset NCCL_TOPO_FILE and "
+        "NCCL_GRAPH_FILE (or point them at files for this VM size), or upgrade the network plugin that "
+        "ships a static topology.",
+        "https://github.com/Azure/azhpc-images/issues/327",
+        "::16674:17023 [0] graph/search.cc:703 NCCL WARN XML Import Channel : dev 1 not found.",
+    ),
+    sig(
         "nvml-not-in-container",
         "runtime-proof",
         # the NVIDIA device plugin (or any NVML user in a container) not finding the driver's NVML library:
