@@ -65,6 +65,7 @@ SCORED_WITH = {
     "blind-25.yaml": "f987041",
     "blind-26.yaml": "f2ecb18",
     "blind-27.yaml": "9973ece",
+    "blind-28.yaml": "0a34dee",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

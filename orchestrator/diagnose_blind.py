@@ -125,4 +125,5 @@ ORDINALS = (
     "twenty-fifth",
     "twenty-sixth",
     "twenty-seventh",
+    "twenty-eighth",
 )

@@ -8,16 +8,17 @@ another one failed first (a peer's heartbeat stopped, the gang was torn down);
 `orch diagnose RUN` uses that to find the worker that failed first.
 
 The signatures live by layer, in order: diagnose_table_reach.py (transport,
-device-ownership), diagnose_table_runtime.py (runtime-proof), diagnose_table_bundle.py (bundle-skew),
-diagnose_table_resources.py (cache, memory), diagnose_table_gang.py
-(collective) and diagnose_table_host.py (disk, hardware, other); this module
+device-ownership), diagnose_table_runtime.py (runtime-proof), diagnose_table_driver.py (the
+accelerator driver stack under the frameworks: runtime-proof, bundle-skew, hardware),
+diagnose_table_bundle.py (bundle-skew), diagnose_table_resources.py (cache, memory),
+diagnose_table_gang.py (collective) and diagnose_table_host.py (disk, hardware, other); this module
 gathers them into `SIGNATURES`. The order only breaks a tie between two
 signatures of equal priority on one line.
 
 To add a signature: copy the message from its public source into `example`,
 write the narrowest pattern that matches it (for the *class* of the failure,
 as other versions and tools phrase it), pick the layer the source's
-resolution names, put it in that layer's module, and add a corpus entry
+resolution names, put it in that layer's module (or the driver stack's), and add a corpus entry
 (tests/data/diagnosis/corpus.yaml) if the source is a real failure log.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from orchestrator.diagnose_sig import Signature
 from orchestrator.diagnose_table_bundle import BUNDLE_SIGNATURES
+from orchestrator.diagnose_table_driver import DRIVER_SIGNATURES
 from orchestrator.diagnose_table_gang import GANG_SIGNATURES
 from orchestrator.diagnose_table_host import HOST_SIGNATURES
 from orchestrator.diagnose_table_reach import REACH_SIGNATURES
@@ -118,6 +120,7 @@ MAX_LINE_SEARCH = 20_000
 SIGNATURES: tuple[Signature, ...] = (
     *REACH_SIGNATURES,
     *RUNTIME_SIGNATURES,
+    *DRIVER_SIGNATURES,
     *BUNDLE_SIGNATURES,
     *RESOURCE_SIGNATURES,
     *GANG_SIGNATURES,

@@ -337,6 +337,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
         # torch's check before building an extension against the CUDA toolkit it finds (NVIDIA/TransformerEngine#553)
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile\s+PyTorch"
+        # DeepSpeed's op builder making the same check before a JIT build (deepspeedai/DeepSpeedExamples#370)
+        r"|DeepSpeed Op Builder: Installed CUDA version [\d.]+ does not match the version torch was compiled with"
         # jaxlib's GPU kernels calling a CUDA runtime older than theirs (sokrypton/ColabFold#532: an old jax
         # pinned after the platform moved to CUDA 12)
         r"|\bcuda\w+ symbol not found\b"

@@ -403,6 +403,20 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "resource busy: Device or resource busy; Couldn't open iommu group /dev/vfio/0",
     ),
     sig(
+        "gpu-memory-held-by-other-process",
+        "device-ownership",
+        # torch's out-of-memory message lists every other process with memory on the device ("Process N
+        # has ... memory in use"; its own as "this process has"): one holding tens of GiB is a co-tenant,
+        # often a crashed run's leftover (rwth-i6/returnn#1649: 71.62 GiB held by the previous run)
+        85,
+        r"CUDA out of memory\..* Process \d+ has \d{2,}(\.\d+)? GiB memory in use\.",
+        "Another process holds much of this GPU's memory (a previous run that did not exit, or another "
+        "job): find it with `nvidia-smi` and end it before relaunching, or schedule one job per device.",
+        "https://github.com/rwth-i6/returnn/issues/1649",
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 290.00 MiB. GPU 0 has a total capacity of 93.00 "
+        "GiB of which 134.94 MiB is free. Process 118636 has 71.62 GiB memory in use.",
+    ),
+    sig(
         "tpu-accel-open-denied",
         "device-ownership",
         80,

@@ -95,7 +95,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # (~/.cache/torch_extensions or TORCH_EXTENSIONS_DIR): another process builds it, or a build that
         # died left the lock behind, and every later load waits forever
         60,
-        r"file_baton\.py\"?, line \d+,? in wait\b",
+        r"file_baton\.py\"?, line \d+,? in wait\b"
+        # a project checking for that lock itself before it loads its extension (NVlabs/nvdiffrec#39)
+        r"|Lock file exists in build directory: '[^']*torch_extensions",
         "A torch extension build is waiting on its build cache's lock: if no other process is building "
         "it, delete the stale lock (or the extension's directory under TORCH_EXTENSIONS_DIR); give each "
         "host its own extensions directory, or build once before the gang starts.",

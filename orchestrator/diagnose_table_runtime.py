@@ -202,22 +202,6 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "::16674:17023 [0] graph/search.cc:703 NCCL WARN XML Import Channel : dev 1 not found.",
     ),
     sig(
-        "nvml-not-in-container",
-        "runtime-proof",
-        # the NVIDIA device plugin (or any NVML user in a container) not finding the driver's NVML library:
-        # the node has no driver, or the container runtime does not mount it (awslabs/amazon-eks-ami#1744: a
-        # GPU node image shipped without the libraries; NVIDIA/k8s-device-plugin#479: the runtime not
-        # configured for containerd)
-        45,
-        r"could not load NVML library: libnvidia-ml\.so(\.1)?: cannot open shared object file"
-        r"|If this is a GPU node, did you configure the NVIDIA Container Toolkit\?",
-        "The container does not see the NVIDIA driver: install the driver on the node and configure the "
-        "NVIDIA Container Toolkit as the runtime, then restart the device plugin; no pod gets a GPU until then.",
-        "https://github.com/awslabs/amazon-eks-ami/issues/1744",
-        "I0402 12:47:47.247350       1 factory.go:104] Detected non-NVML platform: could not load NVML library: "
-        "libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
-    ),
-    sig(
         "torch-xla-default-cpu",
         "runtime-proof",
         # Below CONFIDENT_PRIORITY: the CPU default says torch_xla found no TPU, not why; the
