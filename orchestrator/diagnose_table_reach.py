@@ -407,14 +407,17 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "device-ownership",
         # torch's out-of-memory message lists every other process with memory on the device ("Process N
         # has ... memory in use"; its own as "this process has"): one holding tens of GiB is a co-tenant,
-        # often a crashed run's leftover (rwth-i6/returnn#1649: 71.62 GiB held by the previous run)
+        # often a crashed run's leftover (rwth-i6/returnn#1649: 71.62 GiB held by the previous run). Only
+        # when torch also found its own process: in a container whose PID namespace is not the driver's,
+        # torch cannot tell itself apart and lists its own memory as "Process N" (NVIDIA/nvidia-docker#179)
         85,
-        r"CUDA out of memory\..* Process \d+ has \d{2,}(\.\d+)? GiB memory in use\.",
+        r"CUDA out of memory\..* Process \d+ has \d{2,}(\.\d+)? GiB memory in use\..* this process has ",
         "Another process holds much of this GPU's memory (a previous run that did not exit, or another "
         "job): find it with `nvidia-smi` and end it before relaunching, or schedule one job per device.",
         "https://github.com/rwth-i6/returnn/issues/1649",
         "OutOfMemoryError: CUDA out of memory. Tried to allocate 290.00 MiB. GPU 0 has a total capacity of 93.00 "
-        "GiB of which 134.94 MiB is free. Process 118636 has 71.62 GiB memory in use.",
+        "GiB of which 134.94 MiB is free. Process 118636 has 71.62 GiB memory in use. Including non-PyTorch "
+        "memory, this process has 21.24 GiB memory in use.",
     ),
     sig(
         "tpu-accel-open-denied",

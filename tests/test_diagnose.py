@@ -1389,8 +1389,8 @@ CLASS_VARIANTS = [
     (
         "gpu-memory-held-by-other-process",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
-        "79.15 GiB of which 3.25 MiB is free. Process 2101 has 40.12 GiB memory in use. Process 2102 has 39.01 "
-        "GiB memory in use.",
+        "79.15 GiB of which 3.25 MiB is free. Process 2101 has 40.12 GiB memory in use. Including non-PyTorch "
+        "memory, this process has 39.01 GiB memory in use.",
     ),
     # the twenty-seventh set's classes in other threads' words
     ("nccl-topology-file-mismatch", "graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found"),
@@ -1526,6 +1526,13 @@ NOT_THE_CLASS = [
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
         "79.15 GiB of which 1.25 GiB is free. Process 2101 has 512.00 MiB memory in use. Including non-PyTorch "
         "memory, this process has 77.38 GiB memory in use.",
+        "accelerator-framework-oom",
+    ),
+    # in a container whose PID namespace is not the driver's, torch lists its own memory as "Process N"
+    (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.15 GiB of which 1.25 GiB is free. Process 3301 has 77.38 GiB memory in use. Of the allocated memory "
+        "75.10 GiB is allocated by PyTorch.",
         "accelerator-framework-oom",
     ),
     ("Using /root/.cache/torch_extensions/py310_cu118 as PyTorch extensions root...", None),
