@@ -85,7 +85,8 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         60,
         r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory"
         r"|caused by a system or configuration error in the Fabric Manager or NVSwitches"
-        r"|transport/nvls\.cc:\d+ NCCL WARN Cuda failure",
+        # (not when NVLS's buffers found the device's memory full: that is memory)
+        r"|transport/nvls\.cc:\d+ NCCL WARN Cuda failure(?!.*out of memory)",
         "The host's NVSwitch fabric is not usable (Fabric Manager failed, or restarted without a GPU "
         "reset): reset the GPUs or reboot the host and check Fabric Manager's state; NCCL_NVLS_ENABLE=0 "
         "only works around it.",

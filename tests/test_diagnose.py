@@ -1536,6 +1536,8 @@ NOT_THE_CLASS = [
         "accelerator-framework-oom",
     ),
     ("Using /root/.cache/torch_extensions/py310_cu118 as PyTorch extensions root...", None),
+    # NVLS's buffers finding the device's memory full: not the fabric
+    ("node7:3310:3342 [0] transport/nvls.cc:156 NCCL WARN Cuda failure 2 'out of memory'", None),
     # NCCL told of a topology file (a setting, not a failure); a dataset script a hub could not serve (no
     # credentials in question); a compiler that aborted (not a kill)
     ("NCCL INFO NCCL_TOPO_FILE set by environment to /opt/microsoft/ncv4/topo.xml", None),
