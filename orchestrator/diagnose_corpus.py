@@ -276,20 +276,23 @@ def corpus_markdown(
         total = held_rows(held_score)[-1]
         right, wrong = total[2] / total[1], total[4] / total[1]
         nth = ORDINALS[min(i, len(ORDINALS) - 1)]
+        # a set its readers checked only after scoring: the figure as first scored counts the entries
+        # they then set aside, and the table below counts the entries they kept
+        late = [a.held_score for a in SET_ASIDE.get(path, ()) if a.when != "before scoring"]
+        n = total[1] + sum(a[0] for a in late)
+        r, w = total[2] + sum(a[1] for a in late), total[4] + sum(a[3] for a in late)
+        as_held = f"at {r / n:.1%} right and {w / n:.1%} wrong (table below)"
+        if late:
+            as_held = (
+                f"at {r / n:.1%} right and {w / n:.1%} wrong of {n} entries ({right:.1%} and {wrong:.1%} of"
+                f" the {total[1]} its readers kept, table below)"
+            )
         blind_lines += [
             f"  - `{_rel(path)}` ({len(files.get(path.name, []))} entries): the {nth} set collected",
             "    blind, by someone who had not seen the signature table. It was scored once as the held-back",
-            f"    part, at {right:.1%} right and {wrong:.1%} wrong (table below), then folded into tune: its",
+            f"    part, {as_held}, then folded into tune: its",
             "    misses were studied as classes of failure and the table extended for those classes.",
         ]
-        late = [a.held_score for a in SET_ASIDE.get(path, ()) if a.when != "before scoring"]
-        if late:  # the figure as first scored counts the entries its readers set aside only afterwards
-            n = total[1] + sum(a[0] for a in late)
-            r, w = total[2] + sum(a[1] for a in late), total[4] + sum(a[3] for a in late)
-            blind_lines.append(
-                f"    As first scored, with the entries set aside only after it: {r / n:.1%} right,"
-                f" {w / n:.1%} wrong, of {n} entries."
-            )
         for aside in SET_ASIDE.get(path, ()):
             n, r, u, w = aside.held_score
             blind_lines += [
@@ -305,6 +308,10 @@ def corpus_markdown(
         ]
     counts = [c for _, held_score in BLIND_SCORES for c in held_score.values()]
     held_n, held_right, held_wrong = (sum(c[i] for c in counts) for i in (0, 1, 3))
+    # the entries set aside only after their set was scored, which that figure does not count
+    late_asides = [a.held_score for asides in SET_ASIDE.values() for a in asides if a.when != "before scoring"]
+    late_n, late_right, late_wrong = (sum(c[i] for c in late_asides) for i in (0, 1, 3))
+    first_n = held_n + late_n
     out = [
         "## Real-log corpus and accuracy",
         "",
@@ -342,7 +349,9 @@ def corpus_markdown(
         "exits non-zero saying so (`--smoke` prints the tune figures and exits 0).",
         "",
         f"**Every blind set, held back once.** Over the {len(BLIND_SCORES)} blind sets ({held_n} entries), each scored",
-        f"by the table it was held back from: {held_right / held_n:.1%} right, {held_wrong / held_n:.1%} wrong.",
+        f"by the table it was held back from: {held_right / held_n:.1%} right, {held_wrong / held_n:.1%} wrong"
+        f" ({(held_right + late_right) / first_n:.1%} and {(held_wrong + late_wrong) / first_n:.1%} of {first_n}"
+        f" with the {late_n} entries set aside only after their set was scored).",
         "`bench/diagnose_history.py` re-runs those scorings from the repository's history (each set with",
         "its table's commit) and reproduces every one of their tables below; `--variant FILE` scores a general change",
         "to the classifier (a rule, not a signature for an entry) with every one of those old tables, on",
