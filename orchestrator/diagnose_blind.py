@@ -34,6 +34,9 @@ HELDBACK_PATH = DATA_DIR / "heldback.yaml"  # the held-back part (the next set c
 SCORES_PATH = DATA_DIR / "held-scores.yaml"  # each blind set's once-held score and its set-aside files
 
 
+BEFORE_SCORING = "before scoring"
+
+
 class SetAside(NamedTuple):
     """A blind set's entries set aside when its readers checked it; never counted, never tuned on."""
 
@@ -41,7 +44,12 @@ class SetAside(NamedTuple):
     why: str  # completes "Its N entries ..." (from other stacks, or whose threads the table cited)
     held_score: tuple[int, int, int, int]  # their one score beside the blind set: (entries, right, unknown, wrong)
     # when the readers' check came: before the set was scored, but for one set checked only afterwards
-    when: str = "before scoring"
+    when: str = BEFORE_SCORING
+
+    @property
+    def after_scoring(self) -> bool:
+        """Set aside only after its set was scored: the set's figure as first scored counts these."""
+        return self.when != BEFORE_SCORING
 
 
 HeldScore = dict[str, tuple[int, int, int, int]]  # layer -> (entries, right, unknown, wrong)
@@ -84,7 +92,7 @@ def load_scores(
             if not (isinstance(a, dict) and isinstance(a.get("file"), str) and isinstance(a.get("why"), str)):
                 raise ConfigError(f"{doc.where(where)}: expected `file` and `why`")
             score = _counts(doc, (*where, "score"), a.get("score"))
-            found.append(SetAside(DATA_DIR / a["file"], a["why"], score, str(a.get("when", "before scoring"))))
+            found.append(SetAside(DATA_DIR / a["file"], a["why"], score, str(a.get("when", BEFORE_SCORING))))
         if found:
             asides[DATA_DIR / name] = tuple(found)
     return tuple(scores), asides

@@ -272,21 +272,21 @@ def corpus_markdown(
     tune_files = ", ".join(f"`{_rel(p)}`" for p in tune_paths)
     blind_lines: list[str] = []
     blind_tables: list[str] = []
+    first = [0, 0, 0]  # every set as first scored: entries, right, wrong
     for i, (path, held_score) in enumerate(BLIND_SCORES):
         total = held_rows(held_score)[-1]
         right, wrong = total[2] / total[1], total[4] / total[1]
         nth = ORDINALS[min(i, len(ORDINALS) - 1)]
         # a set its readers checked only after scoring: the figure as first scored counts the entries
         # they then set aside, and the table below counts the entries they kept
-        late = [a.held_score for a in SET_ASIDE.get(path, ()) if a.when != "before scoring"]
-        n = total[1] + sum(a[0] for a in late)
-        r, w = total[2] + sum(a[1] for a in late), total[4] + sum(a[3] for a in late)
-        as_held = f"at {r / n:.1%} right and {w / n:.1%} wrong (table below)"
+        late = [a.held_score for a in SET_ASIDE.get(path, ()) if a.after_scoring]
+        n, r, w = (sum(c[k] for c in (*held_score.values(), *late)) for k in (0, 1, 3))
+        first = [f + x for f, x in zip(first, (n, r, w), strict=True)]
+        as_held = f"at {r / n:.1%} right and {w / n:.1%} wrong"
         if late:
-            as_held = (
-                f"at {r / n:.1%} right and {w / n:.1%} wrong of {n} entries ({right:.1%} and {wrong:.1%} of"
-                f" the {total[1]} its readers kept, table below)"
-            )
+            as_held += f" of {n} entries ({right:.1%} and {wrong:.1%} of the {total[1]} its readers kept, table below)"
+        else:
+            as_held += " (table below)"
         blind_lines += [
             f"  - `{_rel(path)}` ({len(files.get(path.name, []))} entries): the {nth} set collected",
             "    blind, by someone who had not seen the signature table. It was scored once as the held-back",
@@ -308,10 +308,6 @@ def corpus_markdown(
         ]
     counts = [c for _, held_score in BLIND_SCORES for c in held_score.values()]
     held_n, held_right, held_wrong = (sum(c[i] for c in counts) for i in (0, 1, 3))
-    # the entries set aside only after their set was scored, which that figure does not count
-    late_asides = [a.held_score for asides in SET_ASIDE.values() for a in asides if a.when != "before scoring"]
-    late_n, late_right, late_wrong = (sum(c[i] for c in late_asides) for i in (0, 1, 3))
-    first_n = held_n + late_n
     out = [
         "## Real-log corpus and accuracy",
         "",
@@ -350,8 +346,8 @@ def corpus_markdown(
         "",
         f"**Every blind set, held back once.** Over the {len(BLIND_SCORES)} blind sets ({held_n} entries), each scored",
         f"by the table it was held back from: {held_right / held_n:.1%} right, {held_wrong / held_n:.1%} wrong"
-        f" ({(held_right + late_right) / first_n:.1%} and {(held_wrong + late_wrong) / first_n:.1%} of {first_n}"
-        f" with the {late_n} entries set aside only after their set was scored).",
+        f" ({first[1] / first[0]:.1%} and {first[2] / first[0]:.1%} of {first[0]}"
+        f" with the {first[0] - held_n} entries set aside only after their set was scored).",
         "`bench/diagnose_history.py` re-runs those scorings from the repository's history (each set with",
         "its table's commit) and reproduces every one of their tables below; `--variant FILE` scores a general change",
         "to the classifier (a rule, not a signature for an entry) with every one of those old tables, on",
