@@ -66,6 +66,7 @@ SCORED_WITH = {
     "blind-26.yaml": "f2ecb18",
     "blind-27.yaml": "9973ece",
     "blind-28.yaml": "0a34dee",
+    "blind-29.yaml": "3c32946",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

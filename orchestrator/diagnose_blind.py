@@ -134,4 +134,5 @@ ORDINALS = (
     "twenty-sixth",
     "twenty-seventh",
     "twenty-eighth",
+    "twenty-ninth",
 )

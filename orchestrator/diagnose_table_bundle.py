@@ -243,6 +243,19 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "RuntimeError: operator torchvision::nms does not exist",
     ),
     sig(
+        "extension-cpu-build-beside-cuda",
+        "bundle-skew",
+        # a graph library installed as its CPU-only build beside a CUDA torch: its runtime has no device
+        # API to move a graph onto (dmlc/dgl#979, #5427: the maintainer's fix is the +cuXY build matching torch)
+        70,
+        r"Device API (cuda|gpu) is not enabled\. Please install the cuda version of dgl",
+        "DGL is its CPU-only build beside a CUDA torch: install the DGL build for the bundle's torch and "
+        "CUDA (dgl==X+cuXY from DGL's wheel index), pinned in the bundle with torch.",
+        "https://github.com/dmlc/dgl/issues/979",
+        "dgl._ffi.base.DGLError: [17:19:38] /opt/dgl/src/runtime/c_runtime_api.cc:88: Check failed: "
+        "allow_missing: Device API gpu is not enabled. Please install the cuda version of dgl.",
+    ),
+    sig(
         "pjrt-api-version-mismatch",
         "bundle-skew",
         95,

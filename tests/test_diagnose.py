@@ -1360,6 +1360,13 @@ CLASS_VARIANTS = [
         "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
         "disabling parallel compilation, which may slow down compilation.",
     ),
+    # the twenty-ninth set's class in other threads' words (THUDM/GraphMAE#9, dmlc/dgl#6078: older DGL names
+    # the device "gpu")
+    (
+        "extension-cpu-build-beside-cuda",
+        "dgl._ffi.base.DGLError: [21:48:49] /opt/dgl/src/runtime/c_runtime_api.cc:88: Check failed: allow_missing: "
+        "Device API gpu is not enabled. Please install the cuda version of dgl.",
+    ),
     # the twenty-eighth set's classes in other threads' words
     (
         "fabric-manager-not-ready",
@@ -1520,6 +1527,9 @@ def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line
 
 # Near misses: lines that look like a class but belong to no layer (or to another one).
 NOT_THE_CLASS = [
+    # torch itself without CUDA (no companion package in question: the table does not guess which build was
+    # meant)
+    ("AssertionError: Torch not compiled with CUDA enabled", None),
     # another process with little of the device (the job's own memory ran out), and the extensions root a
     # healthy build names
     (
@@ -2063,7 +2073,8 @@ def test_a_held_back_file_may_be_a_bare_list_of_entries(tmp_path):
 BLIND_SIZES = {
     f"blind-{n}.yaml": size
     for n, size in enumerate(
-        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37, 22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21),
+        (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
+        + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12),  # sets 16-29
         start=1,
     )
 }
@@ -2197,6 +2208,7 @@ BLIND_FLOORS = {
     "blind-26.yaml": (0.80, 0),
     "blind-27.yaml": (0.78, 0),
     "blind-28.yaml": (0.90, 0),
+    "blind-29.yaml": (0.90, 1),
 }
 
 
