@@ -67,6 +67,7 @@ SCORED_WITH = {
     "blind-27.yaml": "9973ece",
     "blind-28.yaml": "0a34dee",
     "blind-29.yaml": "3c32946",
+    "blind-30.yaml": "cf415bb",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -135,4 +135,5 @@ ORDINALS = (
     "twenty-seventh",
     "twenty-eighth",
     "twenty-ninth",
+    "thirtieth",
 )

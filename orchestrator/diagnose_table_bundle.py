@@ -329,6 +329,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file"
         # a wheel built against a newer C or C++ runtime than the host's (glibc, libstdc++)
         r"|version [`'\u2018]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+['\u2019]? not found \(required by"
+        # the dynamic linker finding a library of another release than the one linked against (SkyPilot's
+        # torch 1.13 wheel beside the image's cuBLAS, skypilot-org/skypilot#1327)
+        r"|symbol \S+?,? version \S+ not defined in file \S+ with link time reference"
         # jax finding CUDA libraries older than those it was built against, before it drops to CPU
         # (conda-forge/jaxlib-feedstock#277)
         r"|Outdated (cuDNN|CUDA|cuBLAS|cuFFT|cuSOLVER|cuSPARSE|cuPTI|NCCL|NVRTC|nvJitLink) installation found"

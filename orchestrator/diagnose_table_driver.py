@@ -1,5 +1,6 @@
 """Signatures of the accelerator driver stack under the frameworks: the NVIDIA driver as a process
-and a container see it, the container runtime's GPU hook, and the NVSwitch fabric's Fabric Manager.
+and a container see it, the container runtime's GPU hook, the NVSwitch fabric's Fabric Manager, and
+NVIDIA's runtime libraries that serialise for one version of themselves (TensorRT's engines).
 
 Their layers differ by what owns the failure: a driver or Fabric Manager that does not match what runs
 on it is bundle-skew, a process that cannot see the driver is runtime-proof, a fabric that is not
@@ -36,12 +37,60 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         # configured for containerd)
         45,
         r"could not load NVML library: libnvidia-ml\.so(\.1)?: cannot open shared object file"
-        r"|If this is a GPU node, did you configure the NVIDIA Container Toolkit\?",
+        r"|If this is a GPU node, did you configure the NVIDIA Container Toolkit\?"
+        # Docker asked for GPUs with no NVIDIA runtime installed to provide them (dstackai/dstack#1947), and the
+        # runtime's hook finding no driver loaded on the host (dstackai/dstack#1942: a GPU image on a CPU instance)
+        r'|could not select device driver "" with capabilities: \['
+        r"|nvidia-container-cli: initialization error: nvml error: driver not loaded",
         "The container does not see the NVIDIA driver: install the driver on the node and configure the "
         "NVIDIA Container Toolkit as the runtime, then restart the device plugin; no pod gets a GPU until then.",
         "https://github.com/awslabs/amazon-eks-ami/issues/1744",
         "I0402 12:47:47.247350       1 factory.go:104] Detected non-NVML platform: could not load NVML library: "
         "libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+    ),
+    sig(
+        "cuda-no-device",
+        "runtime-proof",
+        # a CUDA program raising that it found no device: the host has none the process may see (a CPU
+        # node, CUDA_VISIBLE_DEVICES empty, a container without GPUs; YoshitakaMo/localcolabfold#63: a
+        # step forced onto CUDA on a CPU-only host). Only as an error: jax and TensorFlow log the same
+        # words as a warning on every host without a GPU ("failed call to cuInit"), then go on.
+        40,
+        r"(Error|Exception)\b[^\n]*(no CUDA-capable device is detected|\bCUDA_ERROR_NO_DEVICE\b)",
+        "The process found no CUDA device: it ran on a host without GPUs, or they were hidden from it "
+        "(CUDA_VISIBLE_DEVICES, a container started without them); prove the device before the run "
+        "(`orch probe`).",
+        "https://github.com/YoshitakaMo/localcolabfold/issues/63",
+        "simtk.openmm.OpenMMException: Error initializing CUDA: CUDA_ERROR_NO_DEVICE (100) at "
+        "/home/conda/feedstock_root/build_artifacts/openmm_1622798721771/work/platforms/cuda/src/CudaContext.cpp:138",
+    ),
+    sig(
+        "cuda-driver-library-not-found",
+        "runtime-proof",
+        # the CUDA driver's library not on the loader's path: WSL2 keeps it in /usr/lib/wsl/lib
+        # (NVIDIA/cuda-python#17), a container gets it only from the runtime's GPU hook
+        45,
+        r"Failed to dlopen libcuda\.so|\blibcuda\.so(\.1)?: cannot open shared object file",
+        "The process cannot load the NVIDIA driver's libcuda: on WSL2 add /usr/lib/wsl/lib to the "
+        "loader's path, in a container start it with the GPUs (the runtime's hook mounts the driver), "
+        "elsewhere install the driver; prove the device before the run (`orch probe`).",
+        "https://github.com/NVIDIA/cuda-python/issues/17",
+        "RuntimeError: Failed to dlopen libcuda.so",
+    ),
+    sig(
+        "wsl-gpu-mapping-refused",
+        "runtime-proof",
+        # WSL2's GPU paravirtualisation refusing to make an allocation resident: CUDA's virtual memory calls
+        # (PyTorch's expandable_segments, an engine's allocator) are not fully supported there; the driver
+        # error that follows reads like memory but is not (syv-ai/qwen38-27b-rtx3090#2: the fix turned
+        # expandable segments off on WSL)
+        55,
+        r"dxgkio_make_resident: Ioctl failed: -?\d+",
+        "WSL2's GPU driver refused a mapping the allocator asked for (CUDA virtual memory, e.g. PyTorch's "
+        "expandable_segments): turn that allocator mode off on WSL hosts or update the Windows GPU driver; "
+        "device memory did not run out.",
+        "https://github.com/syv-ai/qwen38-27b-rtx3090/issues/2",
+        "dxgkio_make_resident: Ioctl failed: -12",
     ),
     # ------------------------------------------------------------ bundle-skew
     sig(
@@ -74,6 +123,21 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
         "functions before calling NumCudaDevices() that might have already set an error? Error 802: system not "
         "yet initialized (Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:109.)",
+    ),
+    sig(
+        "tensorrt-engine-version-mismatch",
+        "bundle-skew",
+        # a TensorRT engine (plan) built by another TensorRT release than the one loading it: engines are
+        # not portable across releases (triton-inference-server/server#3710: built outside the container)
+        60,
+        r"Version tag does not match\. Note: Current Version: \d+, Serialized Engine Version: \d+"
+        r"|The engine plan file is not compatible with this version of TensorRT",
+        "The TensorRT engine was built by another TensorRT release than the one loading it: rebuild the "
+        "engine with the TensorRT the serving bundle pins (inside the same image), not elsewhere.",
+        "https://github.com/triton-inference-server/server/issues/3710",
+        "E1217 06:50:10.976331 1 logging.cc:43] 1: [stdArchiveReader.cpp::StdArchiveReader::34] Error Code 1: "
+        "Serialization (Serialization assertion safeVersionRead == safeSerializationVersion failed.Version tag "
+        "does not match. Note: Current Version: 43, Serialized Engine Version: 0)",
     ),
     # --------------------------------------------------------------- hardware
     sig(

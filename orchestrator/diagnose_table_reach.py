@@ -284,6 +284,24 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         "Error: API returned: Insufficient Permission: Request had insufficient authentication scopes.",
     ),
     sig(
+        "remote-endpoint-unreachable",
+        "transport",
+        # a worker that cannot open a connection to a remote it needs: git or curl reaching a Git host or an
+        # index (YoshitakaMo/localcolabfold#291: port 443 blocked at the site; the fix was the network), a
+        # Ray node reaching its head's Redis port (ray-project/ray#12153: the ports closed between nodes).
+        # Not a fetch refused: something answered there, and nothing says the path is at fault.
+        40,
+        r"Failed to connect to \S+ port \d+( after \d+ ms)?: (Could not connect to server|Couldn't connect to "
+        r"server|Connection timed out|Timed out|No route to host|Network is unreachable)"
+        r"|Could not establish connection to redis \S+:\d+",
+        "This host could not open a connection to a remote it needs (a Git host, an index, the cluster's "
+        "head): the network path or a firewall blocks that port. Open it between the hosts, or give the "
+        "workers no need for it: the bundle orch pushes carries the wheels, so an install needs no egress.",
+        "https://github.com/YoshitakaMo/localcolabfold/issues/291",
+        "fatal: unable to access 'https://github.com/sokrypton/ColabFold/': Failed to connect to github.com "
+        "port 443 after 127238 ms: Could not connect to server",
+    ),
+    sig(
         "hub-credentials-rejected",
         "transport",
         # the Hugging Face Hub refusing a worker's stored token (expired or revoked) while a job loads a

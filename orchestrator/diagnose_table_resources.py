@@ -306,7 +306,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate \d+ bytes|OOM when allocating tensor with shape"
         # the buffer list XLA prints only with an allocation that failed, when the error line itself was cut
         # from the log (google-research/scenic#1005, google-research/t5x#870; google-deepmind/tapnet#48)
-        r"|^\s*(XLA [Ll]abel|Entry Parameter Subshape): \S",
+        r"|^\s*(XLA [Ll]abel|Entry Parameter Subshape): \S"
+        # and the buffer statistics it prints with the same error (alpa-projects/alpa#759)
+        r"|BufferAssignment OOM Debugging|BufferAssignment stats:",
         "An allocation failed for lack of device memory: reduce the footprint or shard more.",
         "https://github.com/google-deepmind/alphafold/issues/1023",
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
@@ -351,7 +353,7 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "process-killed",
         "memory",
         20,
-        r"^\s*Killed\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
+        r"^\s*`?Killed`?\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
         # the shell's job report of a command it ran (job number or PID, then the command line)
         r"|^\s*(\[\d+\][+-]?|\d+) +Killed(: 9)? {2,}\S"
         # zsh's: the job number, the PID, then "killed" in lower case (after a progress bar at times)
@@ -368,7 +370,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"|died with <Signals\.SIGKILL: 9>"
         # a framework reporting the return code of a compiler it ran (torch-neuron's neuron-cc,
         # aws-neuron/aws-neuron-sdk#439)
-        r"|\b[Cc]ommand returned:? -9\s*$",
+        r"|\b[Cc]ommand returned:? -9\s*$"
+        # DeepSpeed's launcher reporting a rank the OOM killer took (CASIA-LMC-Lab/AnomalyGPT#43)
+        r"|\] exits with return code = -9\s*$",
         "The process was killed with SIGKILL, most often by the OOM killer: check `dmesg` for "
         "'Out of memory' on that worker.",
         "https://github.com/tmux/tmux/issues/2364",

@@ -1360,6 +1360,46 @@ CLASS_VARIANTS = [
         "older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas version, XLA is "
         "disabling parallel compilation, which may slow down compilation.",
     ),
+    # the thirtieth set's classes in other threads' words: XLA's out-of-memory statistics from another
+    # run (a SpeedPPI AlphaFold job); the rest constructed, no other thread's log seen (the same messages in
+    # their common forms: torch's no-device error, the loader's, Docker's with the GPU capability, cuDNN 8's
+    # version skew, TensorRT's own plan check, git's, DeepSpeed's launcher, the kernel log's prefix)
+    (
+        "resource-exhausted-allocate",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "34912723376 bytes.\nBufferAssignment OOM Debugging.\nBufferAssignment stats:",
+    ),
+    ("cuda-no-device", "RuntimeError: CUDA error: no CUDA-capable device is detected"),
+    (
+        "cuda-driver-library-not-found",
+        "OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
+    ),
+    (
+        "nvml-not-in-container",
+        'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+    ),
+    (
+        "native-extension-mismatch",
+        "Could not load library libcudnn_cnn_infer.so.8. Error: /usr/local/cuda/lib64/libcudnn_cnn_infer.so.8: "
+        "symbol _ZN5cudnn3ops18GetInternalStreamsEP12cudnnContextiPP11CUstream_st, version libcudnn_ops_infer.so.8 "
+        "not defined in file libcudnn_ops_infer.so.8 with link time reference",
+    ),
+    (
+        "tensorrt-engine-version-mismatch",
+        "[TRT] [E] 6: The engine plan file is not compatible with this version of TensorRT, expecting library "
+        "version 8.6.1.6 got 8.5.3.1, please rebuild.",
+    ),
+    (
+        "remote-endpoint-unreachable",
+        "fatal: unable to access 'https://github.com/NVIDIA/apex/': Failed to connect to github.com port 443: "
+        "Connection timed out",
+    ),
+    (
+        "process-killed",
+        "[2024-01-02 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank=0'] exits with return code = -9",
+    ),
+    ("wsl-gpu-mapping-refused", "[   35.123456] misc dxg: dxgk: dxgkio_make_resident: Ioctl failed: -22"),
     # the twenty-ninth set's class in other threads' words (THUDM/GraphMAE#9, dmlc/dgl#6078: older DGL names
     # the device "gpu")
     (
@@ -1527,6 +1567,19 @@ def test_a_signature_holds_for_other_phrasings_of_its_failure_class(sig_id, line
 
 # Near misses: lines that look like a class but belong to no layer (or to another one).
 NOT_THE_CLASS = [
+    # jax's and TensorFlow's warning on every host without a GPU (not an error), Ray's retry before it gives
+    # up, and a rank DeepSpeed's launcher saw fail on its own
+    (
+        "E external/xla/xla/stream_executor/cuda/cuda_driver.cc:268] failed call to cuInit: CUDA_ERROR_NO_DEVICE: "
+        "no CUDA-capable device is detected",
+        None,
+    ),
+    ("W1119 08:22:22.445783 1513663 1513663 redis_context.cc:303] Failed to connect to Redis, retrying.", None),
+    (
+        "[2024-01-02 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank=0'] exits with return code = 1",
+        None,
+    ),
     # torch itself without CUDA (no companion package in question: the table does not guess which build was
     # meant)
     ("AssertionError: Torch not compiled with CUDA enabled", None),
@@ -1679,7 +1732,7 @@ NOT_THE_CLASS = [
     ("WARNING:jax._src.compiler:97: Persistent compilation cache hit for 'jit_foo' with key 'jit_foo-e7e5'", None),
     # out of memory on the device, or a GPU allocator, is the device's, not the host allocator's
     ("CUDA error: out of memory", "accelerator-framework-oom"),
-    # a URL fetch refused is not the gang's coordinator
+    # a URL fetch refused is not the gang's coordinator, nor a blocked path (the host answered)
     ("curl: (7) Failed to connect to example.com port 443: Connection refused", None),
     # an SSH refusal stays transport even though gRPC's wording is close
     ("ssh: connect to host 10.0.0.2 port 22: Connection refused", "ssh-connection-refused"),
@@ -2074,7 +2127,7 @@ BLIND_SIZES = {
     f"blind-{n}.yaml": size
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
-        + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12),  # sets 16-29
+        + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35),  # sets 16-30
         start=1,
     )
 }
@@ -2204,13 +2257,14 @@ BLIND_FLOORS = {
     "blind-27.yaml": (0.78, 0),
     "blind-28.yaml": (0.90, 0),
     "blind-29.yaml": (0.90, 1),
+    "blind-30.yaml": (0.90, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.878 and tune.total.wrong <= 34, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 35, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
