@@ -47,9 +47,8 @@ def test_the_relay_is_detached_before_its_pid_file_is_written_and_stop_serve_end
     out = serve(tmp_path, "detach")
     pid = int(str(out["pid"]))
     info = procfs.stat(pid)
-    assert (
-        info is not None and info["sid"] == pid
-    )  # a session of its own: ending the starting command's group leaves it
+    # a session of its own: ending the starting command's group leaves it
+    assert info is not None and info["sid"] == pid, info
     assert (tmp_path / "serve" / "t1.pid").read_text() == str(pid)
     from hostside.deploy_relay import stop_serve
 
