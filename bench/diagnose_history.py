@@ -68,6 +68,7 @@ SCORED_WITH = {
     "blind-28.yaml": "0a34dee",
     "blind-29.yaml": "3c32946",
     "blind-30.yaml": "cf415bb",
+    "blind-31.yaml": "d79ff49",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

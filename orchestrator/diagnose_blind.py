@@ -136,4 +136,5 @@ ORDINALS = (
     "twenty-eighth",
     "twenty-ninth",
     "thirtieth",
+    "thirty-first",
 )

@@ -92,7 +92,41 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/syv-ai/qwen38-27b-rtx3090/issues/2",
         "dxgkio_make_resident: Ioctl failed: -12",
     ),
+    sig(
+        "container-gpu-hook-failed",
+        "runtime-proof",
+        # the container runtime's GPU hook failing to mount the driver's files and devices into the container
+        # (NVIDIA/nvidia-docker#957: fixed by updating libnvidia-container; enroot's 98-nvidia.sh hook runs
+        # the same nvidia-container-cli): the process starts without its GPUs, or not at all
+        50,
+        r"nvidia-container-cli: mount error: |hooks\.d/98-nvidia\.sh exited with return code \d+",
+        "The container runtime could not hand the GPUs to the container (its NVIDIA hook failed to mount the "
+        "driver): update the NVIDIA Container Toolkit / libnvidia-container to match the host's driver, check "
+        "the devices it names exist on the host, and prove the device before the run (`orch probe`).",
+        "https://github.com/NVIDIA/nvidia-docker/issues/957",
+        "nvidia-container-cli: mount error: stat failed: /GeForce: no such file or directory",
+    ),
     # ------------------------------------------------------------ bundle-skew
+    sig(
+        "cuda-runtime-newer-than-driver",
+        "bundle-skew",
+        # the framework's CUDA runtime is newer than the host's driver supports (IEIT-Yuan/Yuan-2.0#65: the
+        # image's CUDA 12.1 on an 11.0 driver; the maintainer's fix, a 535 driver, worked): the process may
+        # go on without GPUs after torch's warning
+        55,
+        r"CUDA driver version is insufficient for CUDA runtime version"
+        r"|The NVIDIA driver on your system is too old \(found version \d+\)",
+        "The wheels' CUDA runtime is newer than this host's NVIDIA driver supports: upgrade the driver, or "
+        "pin framework wheels built for the driver's CUDA in the bundle; prove the device before the run "
+        "(`orch probe`).",
+        "https://github.com/IEIT-Yuan/Yuan-2.0/issues/65",
+        "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA initialization: "
+        "The NVIDIA driver on your system is too old (found version 11000). Please update your GPU driver by "
+        "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+        "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with "
+        "your version of the CUDA driver. (Triggered internally at "
+        "/opt/pytorch/pytorch/c10/cuda/CUDAFunctions.cpp:108.)",
+    ),
     sig(
         "container-cuda-newer-than-driver",
         "bundle-skew",

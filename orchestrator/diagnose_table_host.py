@@ -98,7 +98,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         # NVIDIA/JAX-Toolbox#183: gdb in ncclShmOpen)
         30,
         r"Caught signal 7 \(Bus error|received signal SIGBUS\b|Fatal Python error: Bus error"
-        r"|^Bus error( +\(core dumped\))?$",
+        r"|^Bus error( +\(core dumped\))?$"
+        # the shell's report of a child it started (MLCommons inference run_local.sh: python in a container)
+        r"|^\S+: line \d+: +\d+ Bus error\b",
         "A process died of a bus error: almost always a shared-memory file that could not grow, a container's "
         "small /dev/shm (64 MB by default) under NCCL or the data loaders: enlarge it (--shm-size) and check "
         "`df -h /dev/shm` on the worker.",
