@@ -69,6 +69,7 @@ SCORED_WITH = {
     "blind-29.yaml": "3c32946",
     "blind-30.yaml": "cf415bb",
     "blind-31.yaml": "d79ff49",
+    "blind-32.yaml": "f1eeca7",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -137,4 +137,5 @@ ORDINALS = (
     "twenty-ninth",
     "thirtieth",
     "thirty-first",
+    "thirty-second",
 )

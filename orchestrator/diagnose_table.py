@@ -29,7 +29,7 @@ from orchestrator.diagnose_table_bundle import BUNDLE_SIGNATURES
 from orchestrator.diagnose_table_driver import DRIVER_SIGNATURES
 from orchestrator.diagnose_table_gang import GANG_SIGNATURES
 from orchestrator.diagnose_table_host import HOST_SIGNATURES
-from orchestrator.diagnose_table_kernels import KERNEL_SIGNATURES
+from orchestrator.diagnose_table_native import NATIVE_SIGNATURES
 from orchestrator.diagnose_table_reach import REACH_SIGNATURES
 from orchestrator.diagnose_table_resources import RESOURCE_SIGNATURES
 from orchestrator.diagnose_table_runtime import RUNTIME_SIGNATURES
@@ -122,7 +122,7 @@ SIGNATURES: tuple[Signature, ...] = (
     *REACH_SIGNATURES,
     *RUNTIME_SIGNATURES,
     *DRIVER_SIGNATURES,
-    *KERNEL_SIGNATURES,
+    *NATIVE_SIGNATURES,
     *BUNDLE_SIGNATURES,
     *RESOURCE_SIGNATURES,
     *GANG_SIGNATURES,

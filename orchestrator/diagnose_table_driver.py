@@ -115,7 +115,10 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         # go on without GPUs after torch's warning
         55,
         r"CUDA driver version is insufficient for CUDA runtime version"
-        r"|The NVIDIA driver on your system is too old \(found version \d+\)",
+        r"|The NVIDIA driver on your system is too old \(found version \d+\)"
+        # the same skew met by compiled code: PTX from a newer CUDA than the driver can load
+        # (yerfor/GeneFacePlusPlus#192: fixed by a newer driver)
+        r"|the provided PTX was compiled with an unsupported toolchain|\bCUDA_ERROR_UNSUPPORTED_PTX_VERSION\b",
         "The wheels' CUDA runtime is newer than this host's NVIDIA driver supports: upgrade the driver, or "
         "pin framework wheels built for the driver's CUDA in the bundle; prove the device before the run "
         "(`orch probe`).",

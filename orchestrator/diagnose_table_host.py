@@ -134,7 +134,9 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "accelerator-memory-hardware-fault",
         "hardware",
         85,
-        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|\bfallen off the bus\b",
+        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|\bfallen off the bus\b"
+        # nvidia-smi's words for a GPU the driver lost (opendatalab/MinerU#2085: a card failing under load)
+        r"|Unable to determine the device handle for GPU ?[0-9A-Fa-f:.]+: Unknown Error",
         "The accelerator reports a hardware fault (uncorrectable memory error, device lost): take that "
         "worker out of the fleet and relaunch elsewhere; no software change fixes it.",
         "https://github.com/vllm-project/vllm/issues/5222",

@@ -1,0 +1,78 @@
+"""Signatures of native builds and toolchains that do not belong to the device or to each other: a
+framework or extension built without the GPU's architecture (or a compiler too old to know it), a
+Triton kernel written for another Triton's language, an extension build that cannot find the CUDA
+runtime it links, an MPI launcher of another implementation than the one the launcher wrapper
+drives. All are bundle-skew: the fix is a build or an install that matches, never the user's code.
+
+Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
+"""
+
+from __future__ import annotations
+
+from orchestrator.diagnose_sig import Signature, sig
+
+NATIVE_SIGNATURES: tuple[Signature, ...] = (
+    # -------------------------------------------------------------- bundle-skew
+    sig(
+        "gpu-arch-not-in-build",
+        "bundle-skew",
+        # the installed torch (or a CUDA extension) carries no kernels for this GPU's architecture: a new
+        # GPU under an older build (lmoe/wyoming-xtts#1: sm_120 under a cu124 torch, fixed by a cu128
+        # image), an old GPU under a newer build, an extension compiled for other arches
+        # (HRNet/HigherHRNet-Human-Pose-Estimation#95: fixed by the +cu110 wheels for the GPU)
+        50,
+        r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"
+        r"|no kernel image is available for execution on the device"
+        # the compiler a build or a JIT uses too old to know the GPU's architecture (triton-lang/triton#8539:
+        # the ptxas inside Triton's wheel on an sm_121 GPU; nvcc's own words for the same)
+        r"|ptxas fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-name'"
+        r"|nvcc fatal +: Unsupported gpu architecture '(compute|sm)_\w+'",
+        "The installed build has no kernels for this GPU's architecture, or its compiler does not know it: "
+        "install the framework wheels built for it (a CUDA release that supports the GPU, e.g. cu128 for "
+        "sm_120), rebuild the extension with the GPU in TORCH_CUDA_ARCH_LIST with a CUDA that knows it (or "
+        "point TRITON_PTXAS_PATH at that CUDA's ptxas), and pin that build in the bundle.",
+        "https://github.com/HRNet/HigherHRNet-Human-Pose-Estimation/issues/95",
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ),
+    sig(
+        "triton-kernel-for-another-triton",
+        "bundle-skew",
+        # a Triton kernel written against a pre-release Triton whose tl.dot took trans_a/trans_b, run under
+        # a Triton that dropped them (mosaicml/llm-foundry#78: "not using the pinned version of triton";
+        # the same kernel in flash-attention's flash_attn_triton.py and the models that copied it)
+        55,
+        r"dot\(\) got an unexpected keyword argument 'trans_[ab]'|^\s*\S[^\n]*\btl\.dot\([^\n]*\btrans_[ab]=True",
+        "The Triton kernel was written for another Triton (tl.dot's trans_a/trans_b are gone since Triton "
+        "2.0): install the Triton version the project pins beside its torch, or use its non-Triton path.",
+        "https://github.com/mosaicml/llm-foundry/issues/78",
+        "TypeError: dot() got an unexpected keyword argument 'trans_b'",
+    ),
+    sig(
+        "extension-build-cudart-not-found",
+        "bundle-skew",
+        # a CUDA extension's build (torch.utils.cpp_extension, often a JIT build at import) linking a CUDA
+        # runtime library that is not where the build looks: a conda CUDA whose libraries are not in the
+        # lib64 torch's helper names (nerfstudio-project/nerfstudio#2748), no runtime package installed
+        # (ivan-chai/torch-linear-assignment#2: fixed by building against the system CUDA)
+        45,
+        r"\bld: (cannot find|找不到) -l(cudart|cudadevrt|cublas|cublasLt|cusparse|curand|cufft|cusolver|cudnn|nccl)\b",
+        "The extension's build cannot find the CUDA runtime it links: build against a complete CUDA toolkit "
+        "of the bundle's CUDA release (CUDA_HOME, or the cuda-cudart package of that release in the "
+        "environment), or install the project's prebuilt wheel for the bundle's torch and CUDA.",
+        "https://github.com/ivan-chai/torch-linear-assignment/issues/2",
+        "../../x86_64-conda-linux-gnu/bin/ld: cannot find -lcudart: No such file or directory",
+    ),
+    sig(
+        "mpi-launcher-of-another-implementation",
+        "bundle-skew",
+        # MPICH's mpiexec (Hydra) handed Open MPI's options by a launcher wrapper written for Open MPI
+        # (zhijian-liu/torchpack#36: "you have installed MPICH instead of OpenMPI"; horovodrun, the same)
+        60,
+        r"match_arg \([^)]*\): unrecognized argument (allow-run-as-root|oversubscribe|mca|map-by|bind-to|npernode"
+        r"|x)\b",
+        "The mpiexec on the path is MPICH's, but the launcher passes Open MPI's options: install Open MPI in "
+        "the environment (and mpi4py built against it), or put its mpirun first on PATH on every worker.",
+        "https://github.com/mit-han-lab/spvnas/issues/11",
+        "[mpiexec@AcerNitro] match_arg (utils/args/args.c:163): unrecognized argument allow-run-as-root",
+    ),
+)
