@@ -130,13 +130,16 @@ def test_run_each_sends_one_request_per_distinct_command_and_reports_each_worker
         t.run("true")  # the holder and its connections up
         before = warm.holders()[0]["requests"]
         quick = ["sh", "-c", "hostname"]
-        commands = {w: quick for w in slice4.workers if w != "slice-w3"} | {"slice-w3": ["sleep", "30"]}
+        # the sandbox's workers share this machine's processes: the hang is a sleep no other process runs,
+        # and only it is ended below (a bare `pkill sleep` would end every sleep on the machine)
+        hang = ["sleep", "30.25"]
+        commands = {w: quick for w in slice4.workers if w != "slice-w3"} | {"slice-w3": hang}
         t.run_each(commands, timeout=60, on_result=heard.put)  # returns at once
         firsts = [heard.get(timeout=30) for _ in range(3)]  # the hung worker holds back no other
         assert {r.host: r.stdout.strip() for r in firsts} == {w: w for w in commands if w != "slice-w3"}
         assert heard.empty()
         assert warm.holders()[0]["requests"] == before + 2, "one request per distinct command"
-        t.run_one("slice-w3", ["pkill", "-x", "sleep"])
+        t.run_one("slice-w3", ["pkill", "-f", "-x", " ".join(hang)])
         assert heard.get(timeout=30).host == "slice-w3"
 
 
