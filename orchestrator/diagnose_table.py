@@ -10,16 +10,17 @@ another one failed first (a peer's heartbeat stopped, the gang was torn down);
 The signatures live by layer, in order: diagnose_table_reach.py (transport,
 device-ownership), diagnose_table_runtime.py (runtime-proof), diagnose_table_driver.py (the
 accelerator driver stack under the frameworks: runtime-proof, bundle-skew, hardware),
-diagnose_table_bundle.py (bundle-skew), diagnose_table_resources.py (cache, memory),
-diagnose_table_gang.py (collective) and diagnose_table_host.py (disk, hardware, other); this module
+diagnose_table_native.py (native builds and toolchains: bundle-skew), diagnose_table_bundle.py
+(bundle-skew), diagnose_table_resources.py (cache, memory), diagnose_table_gang.py (collective)
+and diagnose_table_host.py (disk, hardware, other); this module
 gathers them into `SIGNATURES`. The order only breaks a tie between two
 signatures of equal priority on one line.
 
 To add a signature: copy the message from its public source into `example`,
 write the narrowest pattern that matches it (for the *class* of the failure,
 as other versions and tools phrase it), pick the layer the source's
-resolution names, put it in that layer's module (or the driver stack's), and add a corpus entry
-(tests/data/diagnosis/corpus.yaml) if the source is a real failure log.
+resolution names, put it in that layer's module (or the driver stack's, or the native builds'), and
+add a corpus entry (tests/data/diagnosis/corpus.yaml) if the source is a real failure log.
 """
 
 from __future__ import annotations

@@ -1361,7 +1361,7 @@ CLASS_VARIANTS = [
         "disabling parallel compilation, which may slow down compilation.",
     ),
     # the thirty-second set's classes in other threads' words (MrTornado24/Next3D#25; hpcaitech/ColossalAI#2908:
-    # the linker in Chinese; tudelft-iv/VoteFlow#2: inside an extension build's RuntimeError;
+    # the linker in Chinese; tudelft-iv/VoteFlow#2: inside an extension build's RuntimeError, its flags trimmed;
     # radiasoft/devops#183: MPICH handed Open MPI's --mca); the rest constructed, no other thread's log seen
     # (jax's form of the PTX error, nvcc's of the unknown architecture, another bus id, another allocator)
     ("extension-build-cudart-not-found", "/usr/bin/ld: cannot find -lcudart: No such file or directory"),
@@ -1394,8 +1394,9 @@ CLASS_VARIANTS = [
     # the thirty-first set's classes in other threads' words (RVC-Project/Retrieval-based-Voice-Conversion-WebUI
     # #2636; erikwijmans/Pointnet2_PyTorch#158: an extension built for other arches; pytorch/pytorch#10094: the
     # older THC form; RangiLyu/nanodet#216, wuhuikai/FastFCN#37: torch's older assertion; NVIDIA/nvidia-docker
-    # #1068; NVIDIA/enroot#111: the hook after another mount error); the rest constructed, no other thread's
-    # log seen (the runtime's own words in a C++ check, the kernel's trans_a, the shell's report from sh)
+    # #1068, its overlay path trimmed; NVIDIA/enroot#111: the hook after another mount error); the rest
+    # constructed, no other thread's log seen (the runtime's own words in a C++ check, the kernel's trans_a,
+    # the shell's report from sh)
     (
         "gpu-arch-not-in-build",
         "NVIDIA GeForce RTX 5070 Ti with CUDA capability sm_120 is not compatible with the current PyTorch "
