@@ -70,6 +70,7 @@ SCORED_WITH = {
     "blind-30.yaml": "cf415bb",
     "blind-31.yaml": "d79ff49",
     "blind-32.yaml": "f1eeca7",
+    "blind-33.yaml": "a1be131",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -80,7 +80,8 @@ Failing both, a Python traceback whose deepest frame runs in an SSH client libra
 torch.distributed's rendezvous and process-group setup, names that layer with confidence "low"
 (`FRAME_LAYERS`): whatever its last line says, the code that failed was reaching a worker or
 forming the gang, unless that line is a Python error (a missing module or name, a program's own
-bug), which says nothing about the layer. Applied to each blind set with the table it was held back from
+bug, or a program asking for the default process group it never created), which says nothing about
+the layer. Applied to each blind set with the table it was held back from
 (`bench/diagnose_history.py --variant bench/diagnose_variants/frames.py`), it turned 7 of their
 179 unknown answers into right ones and added no wrong one (576 entries: 65.8 % right became 67.0 %);
 after the word rule, as `verdict` applies it, 4 more right than the word rule alone (70.3 % became

@@ -138,4 +138,5 @@ ORDINALS = (
     "thirtieth",
     "thirty-first",
     "thirty-second",
+    "thirty-third",
 )

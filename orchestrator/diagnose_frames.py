@@ -36,7 +36,11 @@ _FRAME = re.compile(r'File "([^"]+)", line \d+(?:, in (\w+))?')
 # without its crypto module: paramiko/paramiko#1007; mathiasertl/fabric#14, the fabric3 fork) or a
 # program's own bug. Where its deepest frame runs says nothing about the owning layer then.
 _PYTHON_ERROR = re.compile(
-    r"^\s*(\w+\.)*(ImportError|ModuleNotFoundError|AttributeError|NameError|SyntaxError|TypeError)\b(:|$)", re.M
+    r"^\s*(\w+\.)*(ImportError|ModuleNotFoundError|AttributeError|NameError|SyntaxError|TypeError)\b(:|$)"
+    # a program asking torch.distributed for its default group without ever creating one: the program's own
+    # order of calls, not the gang (lightly-ai/lightly#1590: a library's distributed gather run on one GPU)
+    r"|^\s*RuntimeError: Default process group has not been initialized\b",
+    re.M,
 )
 
 

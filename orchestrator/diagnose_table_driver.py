@@ -65,6 +65,21 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         "/home/conda/feedstock_root/build_artifacts/openmm_1622798721771/work/platforms/cuda/src/CudaContext.cpp:138",
     ),
     sig(
+        "cuda-operation-not-supported",
+        "runtime-proof",
+        # the CUDA runtime started under a policy this GPU and driver cannot run: most often the
+        # cudaMallocAsync allocator a launcher set by default (lllyasviel/Fooocus#96: fixed by dropping it, so
+        # torch starts on its native allocator; Comfy-Org/ComfyUI#940: the GPUs its cuda-malloc default fails on)
+        45,
+        r"\bCUDA (driver )?error: operation not supported\b|\bcudaErrorNotSupported\b",
+        "The CUDA runtime was asked for something this GPU and driver cannot do: most often the "
+        "cudaMallocAsync allocator (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, a launcher's "
+        "cuda-malloc default) on a GPU or driver without it; drop that setting from the lane's runtime "
+        "profile (or update the driver), then prove the device again (`orch probe`).",
+        "https://github.com/lllyasviel/Fooocus/issues/96",
+        "RuntimeError: CUDA error: operation not supported",
+    ),
+    sig(
         "cuda-driver-library-not-found",
         "runtime-proof",
         # the CUDA driver's library not on the loader's path: WSL2 keeps it in /usr/lib/wsl/lib

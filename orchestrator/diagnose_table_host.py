@@ -76,6 +76,22 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
     ),
     sig(
+        "shm-not-writable",
+        "disk",
+        # /dev/shm there but not writable by the job's user: NCCL cannot create its segments between the
+        # processes on one host and reports only an "unhandled system error" unless NCCL_DEBUG shows why
+        # (pytorch/pytorch#37004: fixed by making /dev/shm writable again)
+        75,
+        r"\bCall to shm_open failed : Permission denied|\bshm_open\b[^\n]*: Permission denied"
+        # newer NCCL names the errno on the segment's own line (misc/shmutils.cc), above the size's signature
+        r"|Error while creating shared memory segment \S+ \(size \d+\), error: Permission denied\b",
+        "/dev/shm is not writable by the job's user, so NCCL (or a data loader) cannot create its shared "
+        "segments: restore its mode (chmod 1777 /dev/shm) or mount a fresh tmpfs there in the container, "
+        "then relaunch.",
+        "https://github.com/pytorch/pytorch/issues/37004",
+        "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
+    ),
+    sig(
         "ray-object-store-on-tmp",
         "disk",
         # Ray's warning that its object store went to /tmp because /dev/shm is too small: the run goes on,

@@ -1,5 +1,6 @@
 """Signatures of native builds and toolchains that do not belong to the device or to each other: a
-framework or extension built without the GPU's architecture (or a compiler too old to know it), a
+framework built without CUDA at all, a framework or extension built without the GPU's architecture
+(or a compiler too old to know it), a
 Triton kernel written for another Triton's language, an extension build that cannot find the CUDA
 runtime it links, an MPI launcher of another implementation than the one the launcher wrapper
 drives. All are bundle-skew: the fix is a build or an install that matches, never the user's code.
@@ -13,6 +14,23 @@ from orchestrator.diagnose_sig import Signature, sig
 
 NATIVE_SIGNATURES: tuple[Signature, ...] = (
     # -------------------------------------------------------------- bundle-skew
+    sig(
+        "torch-built-without-cuda",
+        "bundle-skew",
+        # torch's CPU-only wheel where the environment was built for a CUDA one: an update or a node's
+        # requirements let pip resolve the default index's torch over the CUDA build (Comfy-Org/ComfyUI#2427:
+        # fixed by reinstalling torch from the cu118 index; facebookresearch/detectron2#460: "a pytorch
+        # installation issue"). On a host with no GPU at all the same words mean the program wants CUDA, but
+        # the threads that name a fix mostly install the CUDA build. Only as the raised error: a server
+        # probing for a GPU logs the same words as a warning and goes on.
+        50,
+        r"^\s*AssertionError: Torch not compiled with CUDA enabled\s*$",
+        "The torch that ran is a CPU-only build where the environment expects a CUDA one: reinstall the "
+        "torch wheel the bundle pins from its CUDA index (and pin it, so an update cannot resolve the "
+        "default index's build over it); on a TPU lane, the program asked for CUDA.",
+        "https://github.com/Comfy-Org/ComfyUI/issues/2427",
+        "AssertionError: Torch not compiled with CUDA enabled",
+    ),
     sig(
         "gpu-arch-not-in-build",
         "bundle-skew",

@@ -1615,6 +1615,27 @@ CLASS_VARIANTS = [
         "CUDA SETUP: Required library version not found: libbitsandbytes_cuda118.so. Maybe you need to compile it "
         "from source?",
     ),
+    # the thirty-third set's classes in other threads' words: the same CUDA error as ComfyUI's error report
+    # names it (Comfy-Org/ComfyUI#6843, under its cuda-malloc default), torch's CPU-only build raising from
+    # its CUDA init with the raise quoted (facebookresearch/detectron2#460: "a pytorch installation issue"),
+    # and newer NCCL's segment line, whose errno tells an unwritable /dev/shm from a full one (the
+    # Permission denied line is constructed from that format; the other is quoted from a deployment guide)
+    ("cuda-operation-not-supported", "- **Exception Message:** CUDA error: operation not supported"),
+    (
+        "torch-built-without-cuda",
+        '    raise AssertionError("Torch not compiled with CUDA enabled")\n'
+        "AssertionError: Torch not compiled with CUDA enabled",
+    ),
+    (
+        "shm-not-writable",
+        "misc/shmutils.cc:113 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-cjY8K5 (size "
+        "10617216), error: Permission denied (13)",
+    ),
+    (
+        "disk-full",
+        "Error while creating shared memory segment /dev/shm/nccl-cjY8K5 (size 10617216), error: No space left on "
+        "device (28)",
+    ),
     ("accelerator-framework-oom", "RuntimeError: CUDA error: out of memory"),
     ("disk-quota-exceeded", "Message: Pod ephemeral local storage usage exceeds the total limit of containers 10Gi."),
     (
@@ -1661,9 +1682,6 @@ NOT_THE_CLASS = [
     ("        qk += tl.dot(q, tl.trans(k))", None),
     ("The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90 sm_120.", None),
     ("./run.sh: line 14:   153 Segmentation fault      (core dumped) python main.py", None),
-    # torch itself without CUDA (no companion package in question: the table does not guess which build was
-    # meant)
-    ("AssertionError: Torch not compiled with CUDA enabled", None),
     # another process with little of the device (the job's own memory ran out), and the extensions root a
     # healthy build names
     (
@@ -2001,6 +2019,13 @@ NOT_THE_CLASS = [
     ("Collecting libtpu-nightly==0.1.dev20230213 (from torch_xla[tpu]==2.0)", None),
     ("Collecting torch>=2.0 (from -r requirements.txt (line 1))", None),
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(handle)`", None),
+    # a server probing for a GPU logs torch's CPU-only words as a warning and goes on (huggingface/optimum-tpu#148:
+    # TGI on a TPU host)
+    (
+        "2025-03-24T09:41:58.843958Z  WARN text_generation_launcher::gpu: Cannot determine GPU compute capability: "
+        "AssertionError: Torch not compiled with CUDA enabled",
+        None,
+    ),
     ("Looking in indexes: https://pypi.org/simple, https://pypi.ngc.nvidia.com", None),
     ("TypeError: 'NoneType' object is not subscriptable", None),  # a program's own bug
     ("Resolving dependencies... (12.3s)", None),
@@ -2209,7 +2234,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27),  # sets 31-
+        + (19, 27, 23),  # sets 31-
         start=1,
     )
 }
@@ -2348,6 +2373,7 @@ BLIND_FLOORS = {
     "blind-30.yaml": (0.90, 1),
     "blind-31.yaml": (0.89, 0),
     "blind-32.yaml": (0.92, 0),
+    "blind-33.yaml": (0.78, 0),
 }
 
 

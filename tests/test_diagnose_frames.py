@@ -92,12 +92,20 @@ def test_only_the_deepest_frame_counts():
         "NameError: name 'temp_path' is not defined",
         "TypeError: connect() got an unexpected keyword argument 'disabled_algorithms'",
         "builtins.AttributeError: 'NoneType' object has no attribute 'send'",
+        # the program asking for the default process group it never created (lightly-ai/lightly#1590)
+        "RuntimeError: Default process group has not been initialized, please make sure to call init_process_group.",
     ],
 )
 def test_a_python_error_in_a_librarys_frame_is_not_that_librarys_layer(last):
     # a missing module or name, or a program's bug, raised in an SSH client's (or the gang's) code
     assert frame_layer(trace("deploy.py", f"{SITE}/paramiko/transport.py", last=last)) is None
     assert frame_layer(trace("main.py", f"{SITE}/torch/distributed/rendezvous.py", last=last)) is None
+    assert frame_layer(trace("main.py", f"{SITE}/torch/distributed/distributed_c10d.py", last=last)) is None
+
+
+def test_the_gangs_own_error_in_its_frame_still_names_the_gang():
+    last = "RuntimeError: The server socket has failed to listen on any local network address."
+    assert frame_layer(trace("main.py", f"{SITE}/torch/distributed/distributed_c10d.py", last=last)) == "collective"
 
 
 def test_an_error_named_like_a_python_error_elsewhere_still_counts():
