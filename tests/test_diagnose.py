@@ -2317,11 +2317,6 @@ def held_back_score() -> Score:
     return score(held, "held")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the thirty-third blind set, held back once, drew 1 wrong answer of 23 (4.3%; the thirty-second none of"
-    " 27, the thirty-first none of 19, the thirtieth 1 of 35); see docs/troubleshooting.md",
-)
 def test_held_back_corpus_names_a_wrong_layer_rarely():
     part = held_back_score()
     assert part.total.wrong_rate <= MAX_WRONG_RATE, part.total
@@ -2331,7 +2326,7 @@ def test_held_back_corpus_names_a_wrong_layer_rarely():
     strict=False,
     reason="no blind set has reached the 90% bar the one time it was held back (the best, the twenty-ninth:"
     " 83.3% of 12 entries; the thirtieth 60.0% of 35, the thirty-first 57.9% of 19, the thirty-second 70.4% of"
-    " 27, the thirty-third 56.5% of 23); see docs/troubleshooting.md",
+    " 27, the thirty-third 56.5% of 23, the thirty-fourth 64.0% of 25); see docs/troubleshooting.md",
 )
 def test_held_back_corpus_reaches_the_accuracy_bar():
     part = held_back_score()
