@@ -71,6 +71,7 @@ SCORED_WITH = {
     "blind-31.yaml": "d79ff49",
     "blind-32.yaml": "f1eeca7",
     "blind-33.yaml": "a1be131",
+    "blind-34.yaml": "9d58085",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -139,4 +139,5 @@ ORDINALS = (
     "thirty-first",
     "thirty-second",
     "thirty-third",
+    "thirty-fourth",
 )

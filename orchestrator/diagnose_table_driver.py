@@ -1,6 +1,7 @@
 """Signatures of the accelerator driver stack under the frameworks: the NVIDIA driver as a process
-and a container see it, the container runtime's GPU hook, the NVSwitch fabric's Fabric Manager, and
-NVIDIA's runtime libraries that serialise for one version of themselves (TensorRT's engines).
+and a container see it, an OpenCL platform, the container runtime's GPU hook, the NVSwitch fabric's
+Fabric Manager, and NVIDIA's runtime libraries that serialise for one version of themselves
+(TensorRT's engines).
 
 Their layers differ by what owns the failure: a driver or Fabric Manager that does not match what runs
 on it is bundle-skew, a process that cannot see the driver is runtime-proof, a fabric that is not
@@ -78,6 +79,20 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         "profile (or update the driver), then prove the device again (`orch probe`).",
         "https://github.com/lllyasviel/Fooocus/issues/96",
         "RuntimeError: CUDA error: operation not supported",
+    ),
+    sig(
+        "opencl-no-platform",
+        "runtime-proof",
+        # an OpenCL runtime that finds no platform: the GPU's compute driver (its OpenCL ICD) is not installed,
+        # so a GPU plugin cannot start (intel/inference-engine-node#36: OpenVINO's GPU plugin, fixed by
+        # installing Intel's OpenCL driver)
+        45,
+        r"\bclGetPlatformIDs (error -1001|failed: PLATFORM_NOT_FOUND_KHR)\b|\bCL_PLATFORM_NOT_FOUND_KHR\b",
+        "The OpenCL runtime found no platform: the GPU's compute driver (its OpenCL ICD under "
+        "/etc/OpenCL/vendors) is not installed or not visible in the container; install it, then prove the "
+        "device before the run (`orch probe`).",
+        "https://github.com/intel/inference-engine-node/issues/36",
+        "[CLDNN ERROR]. clGetPlatformIDs error -1001",
     ),
     sig(
         "cuda-driver-library-not-found",

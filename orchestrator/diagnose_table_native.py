@@ -1,8 +1,8 @@
 """Signatures of native builds and toolchains that do not belong to the device or to each other: a
 framework built without CUDA at all, a framework or extension built without the GPU's architecture
-(or a compiler too old to know it), a
-Triton kernel written for another Triton's language, an extension build that cannot find the CUDA
-runtime it links, an MPI launcher of another implementation than the one the launcher wrapper
+(or a compiler too old to know it), a Triton kernel written for another Triton's language, an
+inference runtime's GPU provider built for another CUDA, an extension build that cannot find the
+CUDA runtime it links, an MPI launcher of another implementation than the one the launcher wrapper
 drives. All are bundle-skew: the fix is a build or an install that matches, never the user's code.
 
 Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
@@ -51,6 +51,25 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "point TRITON_PTXAS_PATH at that CUDA's ptxas), and pin that build in the bundle.",
         "https://github.com/HRNet/HigherHRNet-Human-Pose-Estimation/issues/95",
         "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ),
+    sig(
+        "onnxruntime-provider-of-another-cuda",
+        "bundle-skew",
+        # ONNX Runtime's CUDA (or TensorRT) provider library cannot load the CUDA or cuDNN libraries its build
+        # links: an onnxruntime-gpu for CUDA 11 beside CUDA 12 (stepfun-ai/Step-Audio-EditX#3: fixed by the
+        # release built for CUDA 12), or for cuDNN 9 beside cuDNN 8 (Holasyb918/HeyGem-Linux-Python-Hack#5);
+        # the session then runs on the CPU provider unless told not to (microsoft/onnxruntime#17801)
+        50,
+        r"Failed to load library libonnxruntime_providers_(cuda|tensorrt|rocm)\.so with error: \S+: cannot open "
+        r"shared object file"
+        r"|Failed to create (CUDA|TensorRT)ExecutionProvider\. Require cuDNN \d+\.\* and CUDA \d+\.\*",
+        "ONNX Runtime's GPU provider cannot load the CUDA or cuDNN libraries its build was made for (the missing "
+        "library names them: libcublasLt.so.11 is CUDA 11's, libcudnn.so.9 cuDNN 9's): install the "
+        "onnxruntime-gpu release built for the bundle's CUDA and cuDNN, and check the session's providers, "
+        "since it falls back to the CPU otherwise.",
+        "https://github.com/stepfun-ai/Step-Audio-EditX/issues/3",
+        "FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.11: cannot open "
+        "shared object file: No such file or directory",
     ),
     sig(
         "triton-kernel-for-another-triton",

@@ -325,7 +325,9 @@ REACH_SIGNATURES: tuple[Signature, ...] = (
         # and libssh2's wordings
         r"\bnot a valid (RSA|DSA|EC|ECDSA|OPENSSH|Ed25519) private key file|\bencountered (RSA|DSA|EC|OPENSSH) key, "
         r"expected (RSA|DSA|EC|OPENSSH) key|SSHException: Invalid key\b"
-        r"|Unable to extract public key from private key file|invalid/unrecognized private key file format",
+        r"|Unable to extract public key from private key file|invalid/unrecognized private key file format"
+        # Node's ssh2, under a launcher's remote mode (microsoft/nni#2400: an OpenSSH-format key, fixed as PEM)
+        r"|^\s*(Error: )?Unsupported key format\.?\s*$",
         "The SSH client could not read the private key: give the fleet a key file in a format this client "
         "reads (an ed25519 key, or `ssh-keygen -p -m PEM` for an old paramiko) and check the path names the "
         "key the worker expects.",

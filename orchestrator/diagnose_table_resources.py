@@ -283,9 +283,13 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # up its weights beside training's) or a kernel launch
         r"|\bCUDA [Ee]rror: out of memory\b"
         # CUDA's allocator call failing in a native library (NVlabs/instant-ngp#182: tiny-cuda-nn's GPU memory)
-        r"|\bcudaMalloc\w*\([^\n]*\) failed with error out of memory\b",
-        "Device memory ran out: reduce the batch, sequence or per-device footprint, and check no other "
-        "process holds memory on the device.",
+        r"|\bcudaMalloc\w*\([^\n]*\) failed with error out of memory\b"
+        # RAPIDS' memory manager (rapidsai/dask-cuda#443: a pool asked larger than the GPU) and DALI's decoder
+        # buffers (NVIDIA/DALI#1137: a batch of larger images), in their own words
+        r"|\bout_of_memory: RMM failure at:|\bRMM failure at:[^\n]*Maximum pool size exceeded"
+        r"|\bCan't allocate \d+ bytes on device \d+\b",
+        "Device memory ran out: reduce the batch, sequence, memory pool or per-device footprint, and check no "
+        "other process holds memory on the device.",
         "https://github.com/pytorch/pytorch/issues/16417",
         "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB "
         "already allocated; 9.28 GiB free; 4.68 MiB cached)",

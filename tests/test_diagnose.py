@@ -1636,6 +1636,22 @@ CLASS_VARIANTS = [
         "Error while creating shared memory segment /dev/shm/nccl-cjY8K5 (size 10617216), error: No space left on "
         "device (28)",
     ),
+    # the thirty-fourth set's classes in other threads' words: ONNX Runtime's TensorRT provider against another
+    # CUDA, RAPIDS' pool manager out of room, and pyopencl finding no OpenCL platform (each quoted from a
+    # repository's notes, the first two trimmed); the ssh2 line is built from that library's own wording
+    (
+        "onnxruntime-provider-of-another-cuda",
+        "onnxruntime::Provider& onnxruntime::ProviderLibrary::Get() [ONNXRuntimeError] : 1 : FAIL : Failed to load "
+        "library libonnxruntime_providers_tensorrt.so with error: libcublas.so.11: cannot open shared object file: "
+        "No such file or directory",
+    ),
+    (
+        "accelerator-framework-oom",
+        "Exception caught: std::bad_alloc: out_of_memory: RMM failure at:.../pool_memory_resource_impl.cpp:73: "
+        "Maximum pool size exceeded (failed to allocate 10.371208 GiB): Not enough room to grow",
+    ),
+    ("opencl-no-platform", "pyopencl._cl.LogicError: clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR"),
+    ("ssh-key-unreadable", "Error: Unsupported key format"),
     ("accelerator-framework-oom", "RuntimeError: CUDA error: out of memory"),
     ("disk-quota-exceeded", "Message: Pod ephemeral local storage usage exceeds the total limit of containers 10Gi."),
     (
@@ -2019,6 +2035,13 @@ NOT_THE_CLASS = [
     ("Collecting libtpu-nightly==0.1.dev20230213 (from torch_xla[tpu]==2.0)", None),
     ("Collecting torch>=2.0 (from -r requirements.txt (line 1))", None),
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(handle)`", None),
+    # ONNX Runtime asked for a provider its package does not have: the CPU package where a GPU one was meant, or
+    # a host without a GPU where the warning is expected; the table does not guess which
+    (
+        "UserWarning: Specified provider 'CUDAExecutionProvider' is not in available provider names.Available "
+        "providers: 'AzureExecutionProvider, CPUExecutionProvider'",
+        None,
+    ),
     # a server probing for a GPU logs torch's CPU-only words as a warning and goes on (huggingface/optimum-tpu#148:
     # TGI on a TPU host)
     (
@@ -2234,7 +2257,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23),  # sets 31-
+        + (19, 27, 23, 25),  # sets 31-
         start=1,
     )
 }
@@ -2369,13 +2392,14 @@ BLIND_FLOORS = {
     "blind-31.yaml": (0.89, 0),
     "blind-32.yaml": (0.92, 0),
     "blind-33.yaml": (0.78, 0),
+    "blind-34.yaml": (0.88, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 35, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 36, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
