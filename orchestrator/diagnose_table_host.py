@@ -83,7 +83,8 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         # (pytorch/pytorch#37004: fixed by making /dev/shm writable again)
         75,
         r"\bCall to shm_open failed : Permission denied|\bshm_open\b[^\n]*: Permission denied"
-        # newer NCCL names the errno on the segment's own line (misc/shmutils.cc), above the size's signature
+        # newer NCCL names the errno on the segment's own line (misc/shmutils.cc); weighted above shm-too-small,
+        # whose pattern that line also matches
         r"|Error while creating shared memory segment \S+ \(size \d+\), error: Permission denied\b",
         "/dev/shm is not writable by the job's user, so NCCL (or a data loader) cannot create its shared "
         "segments: restore its mode (chmod 1777 /dev/shm) or mount a fresh tmpfs there in the container, "
