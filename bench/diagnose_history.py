@@ -72,6 +72,7 @@ SCORED_WITH = {
     "blind-32.yaml": "f1eeca7",
     "blind-33.yaml": "a1be131",
     "blind-34.yaml": "9d58085",
+    "blind-35.yaml": "1260f52",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -140,4 +140,5 @@ ORDINALS = (
     "thirty-second",
     "thirty-third",
     "thirty-fourth",
+    "thirty-fifth",
 )

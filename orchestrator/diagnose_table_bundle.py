@@ -235,7 +235,9 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         r"|Couldn't load custom C\+\+ ops\. This can happen if your PyTorch and torchvision versions are incompatible"
         # its operators built without the device's kernels: a CPU-only torchvision beside a CUDA torch, or a
         # torch_xla build older than the fallback for them (pytorch/xla#2587)
-        r"|Could not run 'torchvision::\w+' with arguments from the '\w+' backend",
+        r"|Could not run 'torchvision::\w+' with arguments from the '\w+' backend"
+        # a prebuilt torchvision registering over a source-built torch's (intel/torch-xpu-ops#1545)
+        r"|the operator torchvision::\w+ already has an DispatchKey::Meta implementation",
         "torchvision was built for another torch than the one installed, or its operators have no kernel "
         "for this device: install the torchvision release (and build: cpu, CUDA) paired with the bundle's "
         "torch, and a torch_xla new enough to run them.",

@@ -100,12 +100,50 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         # the CUDA driver's library not on the loader's path: WSL2 keeps it in /usr/lib/wsl/lib
         # (NVIDIA/cuda-python#17), a container gets it only from the runtime's GPU hook
         45,
-        r"Failed to dlopen libcuda\.so|\blibcuda\.so(\.1)?: cannot open shared object file",
+        r"Failed to dlopen libcuda\.so|\blibcuda\.so(\.1)?: cannot open shared object file"
+        # Warp's words, before it comes up with the CPU device only (NVIDIA/warp#672: no driver on the host)
+        r"|\bCould not open libcuda\.so\b",
         "The process cannot load the NVIDIA driver's libcuda: on WSL2 add /usr/lib/wsl/lib to the "
         "loader's path, in a container start it with the GPUs (the runtime's hook mounts the driver), "
         "elsewhere install the driver; prove the device before the run (`orch probe`).",
         "https://github.com/NVIDIA/cuda-python/issues/17",
         "RuntimeError: Failed to dlopen libcuda.so",
+    ),
+    sig(
+        "cuda-init-unknown-error",
+        "runtime-proof",
+        # CUDA's initialisation failing with its catch-all 999: the host's driver state, not the program
+        # (mkiol/dsnote#111: the /dev/nvidia-uvm device node missing; the unified-memory module left broken
+        # after a suspend is the other common case). torch logs it as a warning and goes on with no GPU.
+        45,
+        r"CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment"
+        r"|\bcuInit\b[^\n]*\bCUDA_ERROR_UNKNOWN \(999\)|\bcudaInitDevice error: 999\b",
+        "CUDA could not initialise on this host (error 999): the driver's device nodes or modules are not "
+        "in a usable state (a missing /dev/nvidia-uvm, nvidia_uvm broken after a suspend): reload the "
+        "module or create the node (nvidia-modprobe -u -c=0), or reboot, then prove the device "
+        "(`orch probe`); the job otherwise runs on the CPU.",
+        "https://github.com/mkiol/dsnote/issues/111",
+        "[W] 18:45:34.438195691.438 0x72ab2e18cd00 operator():417 - cuInit error: CUDA_ERROR_UNKNOWN (999)",
+    ),
+    sig(
+        "cuda-mps-client-cannot-connect",
+        "runtime-proof",
+        # a process on a GPU shared through MPS (Multi-Process Service) that cannot reach the MPS server:
+        # the control daemon runs outside the container's view (NVIDIA/nvidia-container-toolkit#714: started
+        # on the host, fixed by running it where the clients see its pipes), or the server, started for
+        # a non-root user, cannot open its pipe directory (bottlerocket-os/bottlerocket#4673: /run/nvidia
+        # mode 0700, fixed by 0755; the excerpt is strace's)
+        55,
+        r"MPS client failed to connect to the MPS control daemon or the MPS server"
+        r"|\bmps/\S*pipe/(log|control)\b[^\n]*= -1 EACCES \(Permission denied\)",
+        "The CUDA runtime cannot reach the GPU's MPS server: start the MPS control daemon where the "
+        "job's processes see its pipe and log directories (inside the container, or share them into it), "
+        "with permissions the job's user can open; or turn MPS off for the lane. Prove the device "
+        "(`orch probe`) before the run.",
+        "https://github.com/NVIDIA/nvidia-container-toolkit/issues/714",
+        "RuntimeError: Unexpected error from cudaGetDeviceCount().  Did you run some cuda functions before "
+        "calling NumCudaDevices() that might have already set an error?  Error 805: MPS client failed to "
+        "connect to the MPS control daemon or the MPS server.",
     ),
     sig(
         "wsl-gpu-mapping-refused",
@@ -148,7 +186,10 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         r"|The NVIDIA driver on your system is too old \(found version \d+\)"
         # the same skew met by compiled code: PTX from a newer CUDA than the driver can load
         # (yerfor/GeneFacePlusPlus#192: fixed by a newer driver)
-        r"|the provided PTX was compiled with an unsupported toolchain|\bCUDA_ERROR_UNSUPPORTED_PTX_VERSION\b",
+        r"|the provided PTX was compiled with an unsupported toolchain|\bCUDA_ERROR_UNSUPPORTED_PTX_VERSION\b"
+        # the assembler's own words for it: a JIT's toolkit (numba's cudatoolkit) emitting a newer PTX ISA than
+        # the driver's ptxas reads (numba/numba#3794: fixed by the cudatoolkit matching the driver)
+        r"|\bptxas\b[^\n]*fatal +: Unsupported \.version \d+\.\d+; current version is '\d+\.\d+'",
         "The wheels' CUDA runtime is newer than this host's NVIDIA driver supports: upgrade the driver, or "
         "pin framework wheels built for the driver's CUDA in the bundle; prove the device before the run "
         "(`orch probe`).",

@@ -360,4 +360,19 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/hzwer/ECCV2022-RIFE/issues/52",
         '    raise _env_error("MASTER_ADDR")',
     ),
+    sig(
+        "tf-function-callback-unreachable",
+        "other",
+        # a TensorFlow function running on a remote TPU worker that must call back into the client's Python
+        # (a dataset from a Python generator, a py_function) and cannot: the gRPC failure names the function
+        # node, not a coordinator (tensorflow/tensorflow#63832: fixed by building the dataset from tensors)
+        50,
+        r"\{\{function_node __inference_\w+\}\} failed to connect to all addresses",
+        "An op inside a compiled TensorFlow function could not reach its peer: on a remote TPU worker that "
+        "is the client's Python (Dataset.from_generator, tf.py_function), which the worker cannot call; "
+        "build the input pipeline from tensors or files (from_tensor_slices, TFRecord) instead.",
+        "https://github.com/tensorflow/tensorflow/issues/63832",
+        "(0) INTERNAL: {{function_node __inference_train_function_11526}} failed to connect to all addresses; "
+        "last error: UNKNOWN: ipv4:127.0.0.1:50188: Failed to connect to remote host: Connection refused",
+    ),
 )

@@ -44,7 +44,9 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         # the compiler a build or a JIT uses too old to know the GPU's architecture (triton-lang/triton#8539:
         # the ptxas inside Triton's wheel on an sm_121 GPU; nvcc's own words for the same)
         r"|ptxas fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-name'"
-        r"|nvcc fatal +: Unsupported gpu architecture '(compute|sm)_\w+'",
+        r"|nvcc fatal +: Unsupported gpu architecture '(compute|sm)_\w+'"
+        # (rosalindfranklininstitute/cuda-slic#2: PyCUDA's JIT asking an older nvcc for sm_86)
+        r"|nvcc fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-architecture'",
         "The installed build has no kernels for this GPU's architecture, or its compiler does not know it: "
         "install the framework wheels built for it (a CUDA release that supports the GPU, e.g. cu128 for "
         "sm_120), rebuild the extension with the GPU in TORCH_CUDA_ARCH_LIST with a CUDA that knows it (or "
@@ -70,6 +72,40 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/stepfun-ai/Step-Audio-EditX/issues/3",
         "FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.11: cannot open "
         "shared object file: No such file or directory",
+    ),
+    sig(
+        "cuda-libraries-of-another-release",
+        "bundle-skew",
+        # a framework's native build loading the CUDA or cuDNN libraries of the release it links, and the
+        # environment has another (or none): CTranslate2 built for CUDA 11 on an image moved to CUDA 12
+        # (Softcatala/whisper-ctranslate2#74: fixed by installing CUDA 11's cuBLAS), a build for cuDNN 9
+        # where it is absent (QuentinFuxa/WhisperLiveKit#271: the maintainer's fix, a cuDNN matching the
+        # builds). cuDNN's own loader names the sub-library it could not open.
+        50,
+        r"\bLibrary (lib(cublas|cublasLt|cudnn\w*|cudart|cufft|curand|cusparse)\.so\.\d+|cu\w+64_\d+\.dll) is not "
+        r"found or cannot be loaded\b"
+        r"|\bUnable to load any of \{libcudnn\w*\.so\.\d+"
+        r"|\bCould not load library libcudnn\w*\.so\.\d+\. Error: |\bCould not locate cudnn_\w+64_\d+\.dll\b",
+        "The native build needs the CUDA or cuDNN libraries of the release it was built for (the missing "
+        "library's version names it: libcublas.so.11 is CUDA 11's, libcudnn_ops.so.9 cuDNN 9's): install "
+        "the framework's build for the bundle's CUDA and cuDNN, or add those libraries (the nvidia-*-cu1X "
+        "wheels) to the bundle, then check the job runs on the GPU.",
+        "https://github.com/Softcatala/whisper-ctranslate2/issues/74",
+        "RuntimeError: Library libcublas.so.11 is not found or cannot be loaded",
+    ),
+    sig(
+        "torchaudio-ffmpeg-of-another-release",
+        "bundle-skew",
+        # torchaudio's media extension (torio) finding no FFmpeg of the majors its build supports: FFmpeg 7
+        # installed where torchaudio 2.6 loads 4 to 6 (livepeer/comfystream#44: fixed by installing ffmpeg<7)
+        50,
+        r"Failed to ini?tialize FFmpeg extension\. Tried versions: \[",
+        "torchaudio found no FFmpeg of the major versions its build loads (the message lists them): install "
+        "an FFmpeg release in that range beside it (conda's ffmpeg<7 for torchaudio 2.6), or the torchaudio "
+        "that supports the FFmpeg installed, and pin both in the bundle.",
+        "https://github.com/livepeer/comfystream/issues/44",
+        "ImportError: Failed to intialize FFmpeg extension. Tried versions: ['6', '5', '4', '']. Enable DEBUG "
+        "logging to see more details about the error.",
     ),
     sig(
         "triton-kernel-for-another-triton",

@@ -281,7 +281,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"CUDA out of memory\. Tried to allocate|torch\.(cuda\.)?OutOfMemoryError: "
         # the CUDA driver's own word, from an allocator of a serving engine (TideDra/lmm-r1#43, on OpenRLHF: vLLM waking
         # up its weights beside training's) or a kernel launch
-        r"|\bCUDA [Ee]rror: out of memory\b"
+        r"|\bCUDA [Ee]rror( \d+)?: out of memory\b|\bRuntimeError: CUDA out of memory\."
+        # CTranslate2's words for the same (Purfview/whisper-standalone-win#50: a model too large for the GPU)
+        r"|\bCUDA failed with error out of memory\b"
         # CUDA's allocator call failing in a native library (NVlabs/instant-ngp#182: tiny-cuda-nn's GPU memory)
         r"|\bcudaMalloc\w*\([^\n]*\) failed with error out of memory\b"
         # RAPIDS' memory manager (rapidsai/dask-cuda#443: a pool asked larger than the GPU) and DALI's decoder

@@ -1663,6 +1663,55 @@ CLASS_VARIANTS = [
         "disk-quota-exceeded",
         'Warning  Evicted  kubelet  Container model exceeded its local ephemeral storage limit "1Gi".',
     ),
+    # the thirty-fifth set's classes in other threads' words: ptxas older than the PTX of an MLIR pipeline
+    # (PRONTOLab/GB-25#7) and of a video decoder's kernels (QwenLM/Qwen2.5-Omni#247), both quoted; the
+    # rest are built from each message's own format with another file, operator, device or library
+    (
+        "cuda-runtime-newer-than-driver",
+        "ptxas /tmp/mlir-gpumodname-nvptx64-nvidia-cuda-sm_90-ac1dae.ptx, line 5; fatal   : Unsupported .version "
+        "8.6; current version is '8.4'",
+    ),
+    (
+        "cuda-runtime-newer-than-driver",
+        r"ptxas C:\Users\ai\AppData\Local\Temp\tmpkoko0xtp.ptx, line 5; fatal   : Unsupported .version 8.8; "
+        "current version is '8.7'",
+    ),
+    ("gpu-arch-not-in-build", "nvcc fatal   : Value 'sm_89' is not defined for option 'gpu-architecture'"),
+    (
+        "cuda-init-unknown-error",
+        "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up "
+        "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the available "
+        "devices to be zero. (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:109.)",
+    ),
+    (
+        "cuda-mps-client-cannot-connect",
+        "RuntimeError: CUDA error: MPS client failed to connect to the MPS control daemon or the MPS server",
+    ),
+    ("cuda-libraries-of-another-release", "RuntimeError: Library cublas64_12.dll is not found or cannot be loaded"),
+    (
+        "cuda-libraries-of-another-release",
+        "Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object "
+        "file: No such file or directory",
+    ),
+    (
+        "cuda-libraries-of-another-release",
+        "Could not locate cudnn_ops_infer64_8.dll. Please make sure it is in your library path!",
+    ),
+    (
+        "torchaudio-ffmpeg-of-another-release",
+        "RuntimeError: Failed to initialize FFmpeg extension. Tried versions: ['6', '5', '4', ''].",
+    ),
+    (
+        "torchvision-ops-missing",
+        "RuntimeError: register_fake(...): the operator torchvision::roi_align already has an DispatchKey::Meta "
+        "implementation via a pre-existing torch.library or TORCH_LIBRARY registration.",
+    ),
+    ("accelerator-framework-oom", "Warp CUDA error 2: out of memory (in function alloc_device, warp.cu:301)"),
+    ("accelerator-framework-oom", "RuntimeError: CUDA failed with error out of memory"),
+    (
+        "tf-function-callback-unreachable",
+        "InternalError: {{function_node __inference_predict_function_2381}} failed to connect to all addresses",
+    ),
 ]
 
 
@@ -2257,7 +2306,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23, 25),  # sets 31-
+        + (19, 27, 23, 25, 28),  # sets 31-
         start=1,
     )
 }
@@ -2399,13 +2448,14 @@ BLIND_FLOORS = {
     "blind-32.yaml": (0.92, 0),
     "blind-33.yaml": (0.78, 0),
     "blind-34.yaml": (0.88, 1),
+    "blind-35.yaml": (0.89, 0),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 36, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 35, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
