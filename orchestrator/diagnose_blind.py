@@ -141,4 +141,5 @@ ORDINALS = (
     "thirty-third",
     "thirty-fourth",
     "thirty-fifth",
+    "thirty-sixth",
 )

@@ -328,7 +328,7 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # torch/XLA extension whose companion library is not installed beside it.
         55,
         r"\.so(\.[\w.]+)?: undefined symbol: \w+"
-        r"|(libc10|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file"
+        r"|(libc10_cuda|libtorch\w*|_XLAC\S*|xla_extension\S*|libjax\w*)\.so[\w.]*: cannot open shared object file"
         # a wheel built against a newer C or C++ runtime than the host's (glibc, libstdc++)
         r"|version [`'\u2018]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+['\u2019]? not found \(required by"
         # the dynamic linker finding a library of another release than the one linked against (SkyPilot's
@@ -352,6 +352,8 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # open-mmlab/PIA#30; bitsandbytes without a binary for the CUDA it found,
         # bitsandbytes-foundation/bitsandbytes#551)
         r"|xFormers can't load C\+\+/CUDA extensions\. xFormers was built for"
+        # every attention operator of such a wheel refusing the inputs (yufu-wang/PromptHMR#4)
+        r"|^\s*xFormers wasn't build with CUDA support\s*$"
         r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
         # torch's check before building an extension against the CUDA toolkit it finds (NVIDIA/TransformerEngine#553)
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile\s+PyTorch"

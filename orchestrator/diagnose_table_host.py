@@ -361,6 +361,20 @@ HOST_SIGNATURES: tuple[Signature, ...] = (
         '    raise _env_error("MASTER_ADDR")',
     ),
     sig(
+        "torch-extension-imported-before-torch",
+        "other",
+        # libc10.so is in every torch build, so a torch extension that cannot find it was imported in a
+        # process that had not loaded torch: the program imports the extension first
+        # (AlwaysFHao/Mamba-Install#1: fixed by importing torch before causal_conv1d_cuda)
+        50,
+        r"\blibc10\.so: cannot open shared object file",
+        "A torch extension was imported before torch, whose libraries it loads: import torch first in the "
+        "program (or the module that imports the extension); if torch is not installed in this "
+        "environment, the bundle is missing it.",
+        "https://github.com/AlwaysFHao/Mamba-Install/issues/1",
+        "ImportError: libc10.so: cannot open shared object file: No such file or directory",
+    ),
+    sig(
         "tf-function-callback-unreachable",
         "other",
         # a TensorFlow function running on a remote TPU worker that must call back into the client's Python

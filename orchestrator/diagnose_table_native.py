@@ -108,6 +108,41 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "logging to see more details about the error.",
     ),
     sig(
+        "extension-source-for-older-torch",
+        "bundle-skew",
+        # a CUDA extension's source written against a torch API a newer torch removed, failing to compile
+        # (IDEA-Research/GroundingDINO#388: tensor.type() passed where torch 2.6 wants a ScalarType, fixed
+        # by the project's patch or by the torch it was written for); THC's header (gone in torch 1.11)
+        # and AT_CHECK (gone in 1.5) are the same break for older sources
+        50,
+        r'no suitable conversion function from "const at::DeprecatedTypeProperties" to "c10::ScalarType"'
+        r"|\bTHC/THC\.h: No such file or directory|identifier \"AT_CHECK\" is undefined"
+        r"|\W+AT_CHECK\W+ was not declared in this scope",
+        "The extension's source uses a torch API the installed torch removed: build it against the torch "
+        "release the project pins (and pin that torch in the bundle), or use the project's source patched "
+        "for this torch.",
+        "https://github.com/IDEA-Research/GroundingDINO/issues/388",
+        "GroundingDINO/groundingdino/models/GroundingDINO/csrc/MsDeformAttn/ms_deform_attn_cuda.cu(65): error: no "
+        'suitable conversion function from "const at::DeprecatedTypeProperties" to "c10::ScalarType" exists',
+    ),
+    sig(
+        "cusolver-of-another-cuda",
+        "bundle-skew",
+        # jaxlib's cuSolver kernels failing to create their handle: the CUDA an image's jaxlib was built for
+        # does not run on its GPU and libraries (google-deepmind/alphafold#11: a jaxlib for the image's
+        # CUDA; #306: the image's CUDA 10.1 raised to 11.1; #329 the same). Device memory that JAX
+        # preallocated can starve the same handle, so the remedy names both.
+        45,
+        r"\b(cu|gpu)solverDnCreate\(&handle\)\)? failed: cuSolver internal error"
+        r"|\bRuntimeError: cuSolver internal error\s*$",
+        "cuSolver could not start: the jaxlib (or torch) build does not match the CUDA libraries and GPU "
+        "beside it; install the build for the bundle's CUDA (one that supports this GPU). If they match, "
+        "lower JAX's preallocation (XLA_PYTHON_CLIENT_MEM_FRACTION) so the solver's handle has memory.",
+        "https://github.com/google-deepmind/alphafold/issues/306",
+        "RuntimeError: jaxlib/cusolver_kernels.cc:44: operation cusolverDnCreate(&handle) failed: cuSolver "
+        "internal error",
+    ),
+    sig(
         "triton-kernel-for-another-triton",
         "bundle-skew",
         # a Triton kernel written against a pre-release Triton whose tl.dot took trans_a/trans_b, run under

@@ -89,6 +89,22 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "PermissionError: [Errno 13] Permission denied: '/home/alexlm/.cache/sella'",
     ),
     sig(
+        "torch-extension-stale-build",
+        "cache",
+        # a JIT-built torch extension loaded from its build cache (~/.cache/torch_extensions/pyXY_cuZZ, or
+        # TORCH_EXTENSIONS_DIR) that an older torch built: the directory is named only by the Python and
+        # CUDA versions, so a torch upgrade finds the old build and misses its symbols
+        # (huggingface/transformers#18868: DeepSpeed's fused_adam kept on a CI host, fixed by clearing it)
+        60,
+        r"/torch_extensions/(py\d+_cu\d+|py\d+_cpu)?/?\S*\.so: undefined symbol: \w+",
+        "A torch extension was loaded from its build cache, built by another torch than the one running: "
+        "delete that extension's directory under TORCH_EXTENSIONS_DIR (~/.cache/torch_extensions) so it "
+        "is rebuilt, and give each bundle its own extensions directory so an upgrade cannot meet old builds.",
+        "https://github.com/huggingface/transformers/pull/18868",
+        "E   ImportError: /github/home/.cache/torch_extensions/py38_cu113/fused_adam/fused_adam.so: undefined symbol: "
+        "_ZN3c104impl8GPUTrace13gpuTraceStateE`",
+    ),
+    sig(
         "torch-extension-build-lock",
         "cache",
         # torch's JIT build of a C++/CUDA extension waiting on the lock file in its build cache
@@ -285,7 +301,7 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # CTranslate2's words for the same (Purfview/whisper-standalone-win#50: a model too large for the GPU)
         r"|\bCUDA failed with error out of memory\b"
         # CUDA's allocator call failing in a native library (NVlabs/instant-ngp#182: tiny-cuda-nn's GPU memory)
-        r"|\bcudaMalloc\w*\([^\n]*\) failed with error out of memory\b"
+        r"|\bcudaMalloc\w*\([^\n]*\) failed with error out of mem"
         # RAPIDS' memory manager (rapidsai/dask-cuda#443: a pool asked larger than the GPU) and DALI's decoder
         # buffers (NVIDIA/DALI#1137: a batch of larger images), in their own words
         r"|\bout_of_memory: RMM failure at:|\bRMM failure at:[^\n]*Maximum pool size exceeded"

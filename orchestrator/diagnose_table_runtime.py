@@ -415,4 +415,18 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/pytorch/xla/issues/1587",
         "RuntimeError: Cannot replicate if number of devices (1) is different from 8",
     ),
+    sig(
+        "realesrgan-on-cpu",
+        "runtime-proof",
+        # Real-ESRGAN's upsampler (GFPGAN, CodeFormer and the tools built on them) skipping itself because
+        # torch saw no GPU: the only line left of a run that went to the CPU (TencentARC/GFPGAN#229: a torch
+        # without CUDA on an RTX 3080, fixed by installing a CUDA build)
+        40,
+        r"The unoptimized RealESRGAN is slow on CPU\. We do not use it\.",
+        "torch saw no GPU, so the run went to the CPU: the torch installed is a CPU-only build or the GPU is "
+        "hidden from the process; install the CUDA build the bundle pins and prove the device (`orch probe`).",
+        "https://github.com/TencentARC/GFPGAN/issues/229",
+        "UserWarning: The unoptimized RealESRGAN is slow on CPU. We do not use it. If you really want to use it, "
+        "please modify the corresponding codes.",
+    ),
 )

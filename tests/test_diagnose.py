@@ -375,7 +375,6 @@ CLASS_VARIANTS = [
         "resource-exhausted-allocate",
         "ResourceExhaustedError: OOM when allocating tensor with shape[8192,8192] and type float",
     ),
-    ("native-extension-mismatch", "ImportError: libc10.so: cannot open shared object file: No such file or directory"),
     ("tpu-vfio-busy", "TPU initialization failed: open(/dev/accel0): Device or resource busy"),
     # a peer gone quiet, as gloo's unbound buffer and NCCL's watchdog report it (pytorch/gloo#228)
     (
@@ -1712,6 +1711,41 @@ CLASS_VARIANTS = [
         "tf-function-callback-unreachable",
         "InternalError: {{function_node __inference_predict_function_2381}} failed to connect to all addresses",
     ),
+    # the thirty-sixth set's classes, each line built from the message's own format with another extension,
+    # file, library or release (jaxlib's newer solver module names its handle call gpusolverDnCreate)
+    (
+        "torch-extension-stale-build",
+        "ImportError: /root/.cache/torch_extensions/py310_cu121/cpu_adam/cpu_adam.so: undefined symbol: "
+        "_ZN3c1015SmallVectorBaseIjE8grow_podEPKvmm",
+    ),
+    (
+        "extension-source-for-older-torch",
+        "src/cuda/roi_align_kernel.cu:4:10: fatal error: THC/THC.h: No such file or directory",
+    ),
+    (
+        "extension-source-for-older-torch",
+        "nms_cuda.cpp:4:23: error: \u2018AT_CHECK\u2019 was not declared in this scope",
+    ),
+    (
+        "cusolver-of-another-cuda",
+        "RuntimeError: jaxlib/gpu/solver_kernels.cc:45: operation gpusolverDnCreate(&handle) failed: cuSolver "
+        "internal error",
+    ),
+    ("torch-extension-imported-before-torch", "ImportError: libc10.so: cannot open shared object file: No such file"),
+    (
+        "native-extension-mismatch",
+        "ImportError: libc10_cuda.so: cannot open shared object file: No such file or directory",
+    ),
+    ("native-extension-mismatch", "    xFormers wasn't build with CUDA support"),
+    (
+        "accelerator-framework-oom",
+        "tiny-cuda-nn/gpu_memory.h:112 cudaMalloc(&rawptr, n_bytes+DEBUG_GUARD_SIZE*2) failed with error out of memory",
+    ),
+    (
+        "native-extension-mismatch",
+        "ImportError: /opt/venv/lib/python3.10/site-packages/fused_adam.cpython-310-x86_64-linux-gnu.so: undefined "
+        "symbol: _ZN3c104impl8GPUTrace13gpuTraceStateE",
+    ),
 ]
 
 
@@ -2306,7 +2340,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23, 25, 28),  # sets 31-
+        + (19, 27, 23, 25, 28, 41),  # sets 31-
         start=1,
     )
 }
@@ -2449,13 +2483,14 @@ BLIND_FLOORS = {
     "blind-33.yaml": (0.78, 0),
     "blind-34.yaml": (0.88, 1),
     "blind-35.yaml": (0.89, 0),
+    "blind-36.yaml": (0.95, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 35, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 36, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
