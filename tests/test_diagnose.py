@@ -1712,7 +1712,8 @@ CLASS_VARIANTS = [
         "InternalError: {{function_node __inference_predict_function_2381}} failed to connect to all addresses",
     ),
     # the thirty-sixth set's classes, each line built from the message's own format with another extension,
-    # file, library or release (jaxlib's newer solver module names its handle call gpusolverDnCreate)
+    # file, library or release (jaxlib's newer handle pool names its call gpusolverDnCreate, as projects'
+    # troubleshooting notes quote it)
     (
         "torch-extension-stale-build",
         "ImportError: /root/.cache/torch_extensions/py310_cu121/cpu_adam/cpu_adam.so: undefined symbol: "
@@ -1728,8 +1729,8 @@ CLASS_VARIANTS = [
     ),
     (
         "cusolver-of-another-cuda",
-        "RuntimeError: jaxlib/gpu/solver_kernels.cc:45: operation gpusolverDnCreate(&handle) failed: cuSolver "
-        "internal error",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: jaxlib/gpu/solver_handle_pool.cc:37: operation "
+        "gpusolverDnCreate(&handle) failed: cuSolver internal error",
     ),
     ("torch-extension-imported-before-torch", "ImportError: libc10.so: cannot open shared object file: No such file"),
     (
