@@ -74,6 +74,7 @@ SCORED_WITH = {
     "blind-34.yaml": "9d58085",
     "blind-35.yaml": "1260f52",
     "blind-36.yaml": "c72d206",
+    "blind-37.yaml": "af7845e",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -142,4 +142,5 @@ ORDINALS = (
     "thirty-fourth",
     "thirty-fifth",
     "thirty-sixth",
+    "thirty-seventh",
 )

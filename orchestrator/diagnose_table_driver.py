@@ -1,7 +1,7 @@
 """Signatures of the accelerator driver stack under the frameworks: the NVIDIA driver as a process
 and a container see it, an OpenCL platform, the container runtime's GPU hook, the NVSwitch fabric's
-Fabric Manager, and NVIDIA's runtime libraries that serialise for one version of themselves
-(TensorRT's engines).
+Fabric Manager, NVIDIA's runtime libraries that serialise for one version of themselves
+(TensorRT's engines), and the EFA fabric library NCCL sends through.
 
 Their layers differ by what owns the failure: a driver or Fabric Manager that does not match what runs
 on it is bundle-skew, a process that cannot see the driver is runtime-proof, a fabric that is not
@@ -246,6 +246,22 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         "E1217 06:50:10.976331 1 logging.cc:43] 1: [stdArchiveReader.cpp::StdArchiveReader::34] Error Code 1: "
         "Serialization (Serialization assertion safeVersionRead == safeSerializationVersion failed.Version tag "
         "does not match. Note: Current Version: 43, Serialized Engine Version: 0)",
+    ),
+    sig(
+        "efa-libfabric-older-than-nccl",
+        "bundle-skew",
+        # NCCL 2.19 and later through the AWS EFA libfabric of installers before 1.29: the provider asks
+        # CUDA for synchronous memory operations on NCCL's buffers and cannot register them
+        # (awslabs/awsome-distributed-ai#278, aws/aws-ofi-nccl#584: a newer torch brought a newer NCCL)
+        55,
+        r"cuda_set_sync_memops\(\)[^\n]*Failed to perform cuPointerSetAttribute"
+        r"|\b[Uu]nable to set memops for cuda ptr\b"
+        r"|NET/OFI Unable to register memory \(type = 2\) for device \d+\. RC: -22\b",
+        "NCCL is newer than the EFA libfabric under it (NCCL 2.19+ with an EFA installer before 1.29): "
+        "upgrade the EFA installer on the hosts, or pin the NCCL the bundle's torch brings; "
+        "FI_EFA_SET_CUDA_SYNC_MEMOPS=0 works around it.",
+        "https://github.com/awslabs/awsome-distributed-ai/issues/278",
+        "libfabric:652244:1713524816::efa:mr:efa_mr_hmem_setup():254<warn> unable to set memops for cuda ptr",
     ),
     # --------------------------------------------------------------- hardware
     sig(

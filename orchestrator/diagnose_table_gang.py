@@ -363,6 +363,23 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "1333, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
     ),
     sig(
+        "nccl-peer-connect-refused",
+        "collective",
+        # a symptom: NCCL's socket to another rank refused, retried, and in later releases given up on:
+        # nothing listens at that rank's address, because it is not up, it bootstrapped on another
+        # interface, or the ranks disagree on the world (facebookresearch/fairseq#1096: a world size and
+        # rank per node that did not add up; ESPnet's and Stas Bekman's NCCL notes: the interface or a node)
+        40,
+        r"NCCL INFO Call to connect returned Connection refused, retrying"
+        r"|NCCL WARN (socketStartConnect: |Net : )?Connect to \S+ failed : Connection refused",
+        "An NCCL rank could not connect to another: check every node got the same world size and a distinct "
+        "rank range, set NCCL_SOCKET_IFNAME to the interface the workers share, and find whether the rank "
+        "at that address is up (its own log has the first failure).",
+        "https://github.com/facebookresearch/fairseq/issues/1096",
+        "pytorch-fairseq-worker-0:16:63 [0] NCCL INFO Call to connect returned Connection refused, retrying",
+        consequence=True,
+    ),
+    sig(
         "ray-node-marked-dead",
         "collective",
         # a symptom: the cluster lost a member (its raylet crashed, was OOM-killed or preempted, or

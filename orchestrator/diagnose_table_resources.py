@@ -318,7 +318,12 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         85,
         r"Task was killed due to the node running low on memory"
         # raylet lines are often wrapped by the log collector inside "(tasks / actors)"
-        r"|Workers? \(tasks / actors\) killed due to memory pressure|^\s*actors\) killed due to memory pressure",
+        r"|Workers? \(tasks / actors\) killed due to memory pressure|^\s*actors\) killed due to memory pressure"
+        # its words above the memory usage threshold, older releases' RayOutOfMemoryError, and the table of
+        # the node's top memory users it prints only then (ray-project/ray#15226; verl-project/verl#224)
+        r"|which exceeds the memory usage threshold of [\d.]+|RayOutOfMemoryError: More than \d+% of the memory on"
+        r"|\bThe top 10 memory consumers are:|\bTop 10 memory users:\s*(PID\b|$)"
+        r"|^\s*(\(pid=\d+\)\s*)?PID\s+MEM(\(GB\))?\s+COMMAND\s*$",
         "Ray's memory monitor killed a worker (host RAM): lower per-task memory or parallelism on that node.",
         "https://github.com/real-stanford/flingbot/issues/11",
         "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
@@ -380,6 +385,8 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"^\s*`?Killed`?\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
         # the shell's job report of a command it ran (job number or PID, then the command line)
         r"|^\s*(\[\d+\][+-]?|\d+) +Killed(: 9)? {2,}\S"
+        # a model's shards loading when the process was killed (tloen/alpaca-lora#546: host RAM)
+        r"|Loading checkpoint shards\b[^\n]*\b[Kk]illed\b"
         # zsh's: the job number, the PID, then "killed" in lower case (after a progress bar at times)
         r"|\[\d+\]( +[+-])? +\d+ killed {2,}\S"
         r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"

@@ -1747,6 +1747,39 @@ CLASS_VARIANTS = [
         "ImportError: /opt/venv/lib/python3.10/site-packages/fused_adam.cpython-310-x86_64-linux-gnu.so: undefined "
         "symbol: _ZN3c104impl8GPUTrace13gpuTraceStateE",
     ),
+    # the thirty-seventh set's classes in other threads' words: an older Ray's memory monitor (an RLlib run on a
+    # workstation), a newer Ray's report as KubeRay prints it on one line, NCCL's refused connect as a
+    # cluster's notes quote it once retries are spent and as a platform's notes quote the retry, the EFA
+    # provider's registration failure as aws-ofi-nccl reports it (aws/aws-ofi-nccl#584) and libfabric's own
+    # line above it; the checkpoint line is constructed from the shard loader's progress words
+    (
+        "ray-node-low-memory",
+        "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node suwi is used (30.47 / 31.3 GB). "
+        "The top 10 memory consumers are:",
+    ),
+    ("ray-node-low-memory", "which exceeds the memory usage threshold of 0.95. "),
+    ("ray-node-low-memory", "Top 10 memory users: PID  MEM(GB) COMMAND"),
+    ("ray-node-low-memory", "PID\tMEM\tCOMMAND"),
+    (
+        "nccl-peer-connect-refused",
+        "r11i6n2:486514:486651 [1] include/socket.h:403 NCCL WARN Connect to 10.148.3.247<56821> failed : "
+        "Connection refused",
+    ),
+    (
+        "nccl-peer-connect-refused",
+        "h04e04357:542:1085 [0] NCCL INFO Call to connect returned Connection refused, retrying",
+    ),
+    (
+        "efa-libfabric-older-than-nccl",
+        "register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, "
+        "Error: Invalid argument",
+    ),
+    (
+        "efa-libfabric-older-than-nccl",
+        "libfabric:652244:1713524816::core:core:cuda_set_sync_memops():207<warn> Failed to perform "
+        "cuPointerSetAttribute: CUDA_ERROR_NOT_SUPPORTED:operation not supported",
+    ),
+    ("process-killed", "Loading checkpoint shards:  67%|######6   | 2/3 [01:02<00:31, 31.2s/it] killed by the kernel"),
 ]
 
 
@@ -2137,6 +2170,16 @@ NOT_THE_CLASS = [
     ("TypeError: 'NoneType' object is not subscriptable", None),  # a program's own bug
     ("Resolving dependencies... (12.3s)", None),
     ("xmp.spawn(_mp_fn, args=(flags,), nprocs=8, start_method='fork')", None),
+    # UCX's own warning on the same memory attribute, which a run goes on past (NVIDIA/nccl#1292), a shard
+    # loader that finished, a program printing a header of its own, and NCCL's peer with no route (left
+    # open: transport in one thread, collective as the table reads gRPC's words)
+    (
+        "cuda_copy_md.c:483 UCX WARN cuPointerSetAttribute(0x7f9c8d830000, SYNC_MEMOPS) error: operation not supported",
+        None,
+    ),
+    ("Loading checkpoint shards: 100%|##########| 2/2 [00:05<00:00,  2.50s/it]", None),
+    ('    print("Top 10 memory users:")  # Print header', None),
+    ("node1:123:456 [0] misc/socket.cc:484 NCCL WARN Connect to 192.168.1.51<51890> failed : No route to host", None),
 ]
 
 
@@ -2341,7 +2384,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23, 25, 28, 41),  # sets 31-
+        + (19, 27, 23, 25, 28, 41, 25),  # sets 31-
         start=1,
     )
 }
@@ -2485,13 +2528,14 @@ BLIND_FLOORS = {
     "blind-34.yaml": (0.88, 1),
     "blind-35.yaml": (0.89, 0),
     "blind-36.yaml": (0.95, 1),
+    "blind-37.yaml": (0.88, 3),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 36, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 39, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
