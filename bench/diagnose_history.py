@@ -75,6 +75,7 @@ SCORED_WITH = {
     "blind-35.yaml": "1260f52",
     "blind-36.yaml": "c72d206",
     "blind-37.yaml": "af7845e",
+    "blind-38.yaml": "4a27b1a",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -143,4 +143,5 @@ ORDINALS = (
     "thirty-fifth",
     "thirty-sixth",
     "thirty-seventh",
+    "thirty-eighth",
 )

@@ -527,9 +527,11 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "bundle-skew",
         70,
         # transformers/accelerate style: a library's own check of a dependency's minimum version
-        r"requires `[A-Za-z][\w.-]*>=\d[\w.]*`",
-        "A library in the bundle needs a newer release of one of its dependencies than installed: lock "
-        "the pair that works together in the bundle instead of upgrading one alone.",
+        r"requires `[A-Za-z][\w.-]*>=\d[\w.]*`"
+        # and transformers' require_version, naming the release found (databrickslabs/dolly#209)
+        r"|is required for a normal functioning of this module, but found ",
+        "A library in the bundle needs another release of one of its dependencies (mostly newer) than "
+        "installed: lock the pair that works together in the bundle instead of upgrading one alone.",
         "https://github.com/GoogleCloudPlatform/ml-testing-accelerators/pull/917",
         "Exception in device=TPU:0: Using the `Trainer` with `PyTorch` requires `accelerate>=0.19.0`: Please "
         "run `pip install transformers[torch]` or `pip install accelerate -U`",

@@ -1,9 +1,10 @@
 """Signatures of native builds and toolchains that do not belong to the device or to each other: a
 framework built without CUDA at all, a framework or extension built without the GPU's architecture
-(or a compiler too old to know it), a Triton kernel written for another Triton's language, an
-inference runtime's GPU provider built for another CUDA, an extension build that cannot find the
-CUDA runtime it links, an MPI launcher of another implementation than the one the launcher wrapper
-drives. All are bundle-skew: the fix is a build or an install that matches, never the user's code.
+(or a compiler too old to know it), a Triton kernel written for another Triton's language, a library
+calling flash-attn with another release's signature, an inference runtime's GPU provider built for
+another CUDA, an extension build that cannot find the CUDA runtime it links, an MPI launcher of
+another implementation than the one the launcher wrapper drives. All are bundle-skew: the fix is a
+build or an install that matches, never the user's code.
 
 Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
 """
@@ -154,6 +155,20 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "2.0): install the Triton version the project pins beside its torch, or use its non-Triton path.",
         "https://github.com/mosaicml/llm-foundry/issues/78",
         "TypeError: dot() got an unexpected keyword argument 'trans_b'",
+    ),
+    sig(
+        "flash-attn-of-another-release",
+        "bundle-skew",
+        # a library calling flash-attn's functions with an older flash-attn release's signature
+        # (feifeibear/long-context-attention#64: softcap, added in flash-attn 2.6). Not an unexpected
+        # keyword: a library passing a newer release's argument is skew in some threads and, in the
+        # same library's #158, its own version check sending a supported release down the wrong branch.
+        55,
+        r"\b_?flash_attn_\w*\(\) missing \d+ required (positional|keyword-only) arguments?",
+        "A library calls flash-attn with another release's signature: install the flash-attn release the "
+        "library pins (or the library release made for the installed flash-attn), as one bundle.",
+        "https://github.com/feifeibear/long-context-attention/issues/64",
+        "[rank1]: TypeError: _flash_attn_forward() missing 1 required positional argument: 'softcap'",
     ),
     sig(
         "extension-build-cudart-not-found",

@@ -305,7 +305,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # RAPIDS' memory manager (rapidsai/dask-cuda#443: a pool asked larger than the GPU) and DALI's decoder
         # buffers (NVIDIA/DALI#1137: a batch of larger images), in their own words
         r"|\bout_of_memory: RMM failure at:|\bRMM failure at:[^\n]*Maximum pool size exceeded"
-        r"|\bCan't allocate \d+ bytes on device \d+\b",
+        r"|\bCan't allocate \d+ bytes on device \d+\b"
+        # MXNet's CUDA check in a kernel launch (awslabs/sockeye#839: a batch too large for the GPU) and its
+        # memory pool's failed allocation
+        r"|\bcudaSuccess \(2 vs\. 0\)[^\n]*\bErrStr: ?out of memory\b|\bcudaMalloc (retry )?failed: out of memory\b",
         "Device memory ran out: reduce the batch, sequence, memory pool or per-device footprint, and check no "
         "other process holds memory on the device.",
         "https://github.com/pytorch/pytorch/issues/16417",

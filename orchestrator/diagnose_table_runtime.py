@@ -302,6 +302,20 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "ValueError: Number of devices 1 must equal the product of mesh_shape (1, 8)",
     ),
     sig(
+        "mesh-tf-shape-not-the-slice",
+        "runtime-proof",
+        # Mesh TensorFlow (T5's trainer) laying its logical mesh over the TPU it found: the cores it
+        # counts are not the ones the mesh was sized for (castorini/docTTTTTquery#21: tpu_topology
+        # left at its default, fixed by naming the slice, v3-8)
+        55,
+        r"physical and logical shapes must have the same product",
+        "The program's mesh was sized for another TPU than the one it runs on: pass the slice's topology "
+        "(T5's tpu_topology, the model-parallel and batch settings) so the mesh matches its cores.",
+        "https://github.com/castorini/docTTTTTquery/issues/21",
+        "ValueError: physical and logical shapes must have the same product physical_shape=[2, 2, 2] "
+        "logical_shape=[128]",
+    ),
+    sig(
         "tf-tpu-system-not-found",
         "runtime-proof",
         60,
