@@ -304,16 +304,16 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
     sig(
         "mesh-tf-shape-not-the-slice",
         "runtime-proof",
-        # Mesh TensorFlow (T5's trainer) laying its logical mesh over the TPU it found: the cores it
-        # counts are not the ones the mesh was sized for (castorini/docTTTTTquery#21: tpu_topology
-        # left at its default, fixed by naming the slice, v3-8)
+        # Mesh TensorFlow (T5's trainer) laying its logical mesh over the TPU it found raises this when
+        # the mesh's size is not the count of cores (its simd_mesh_impl.py); the thread behind the
+        # layer is castorini/docTTTTTquery#21: tpu_topology left at its default, fixed by naming the
+        # slice (v3-8). The example is the message as T5's own thread titles it.
         55,
         r"physical and logical shapes must have the same product",
         "The program's mesh was sized for another TPU than the one it runs on: pass the slice's topology "
         "(T5's tpu_topology, the model-parallel and batch settings) so the mesh matches its cores.",
-        "https://github.com/castorini/docTTTTTquery/issues/21",
-        "ValueError: physical and logical shapes must have the same product physical_shape=[2, 2, 2] "
-        "logical_shape=[128]",
+        "https://github.com/google-research/text-to-text-transfer-transformer/issues/488",
+        "`physical and logical shapes must have the same product`",
     ),
     sig(
         "tf-tpu-system-not-found",
