@@ -2194,8 +2194,8 @@ NOT_THE_CLASS = [
     ("Resolving dependencies... (12.3s)", None),
     ("xmp.spawn(_mp_fn, args=(flags,), nprocs=8, start_method='fork')", None),
     # UCX's own warning on the same memory attribute, which a run goes on past (NVIDIA/nccl#1292), a shard
-    # loader that finished, a program printing a header of its own, and NCCL's peer with no route (left
-    # open: transport in one thread, collective as the table reads gRPC's words)
+    # loader that finished, a program printing a header of its own, and NCCL's peer with no route, its prefix
+    # built (left open: transport in one thread, collective as the table reads gRPC's words)
     (
         "cuda_copy_md.c:483 UCX WARN cuPointerSetAttribute(0x7f9c8d830000, SYNC_MEMOPS) error: operation not supported",
         None,
