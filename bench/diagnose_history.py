@@ -76,6 +76,7 @@ SCORED_WITH = {
     "blind-36.yaml": "c72d206",
     "blind-37.yaml": "af7845e",
     "blind-38.yaml": "4a27b1a",
+    "blind-39.yaml": "95f41bc",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -144,4 +144,5 @@ ORDINALS = (
     "thirty-sixth",
     "thirty-seventh",
     "thirty-eighth",
+    "thirty-ninth",
 )

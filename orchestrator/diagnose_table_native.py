@@ -1,7 +1,9 @@
 """Signatures of native builds and toolchains that do not belong to the device or to each other: a
 framework built without CUDA at all, a framework or extension built without the GPU's architecture
-(or a compiler too old to know it), a Triton kernel written for another Triton's language, a library
-calling flash-attn with another release's signature, an inference runtime's GPU provider built for
+(or a compiler too old to know it), an object built by a newer CUDA than the toolkit linking it, a
+Triton kernel written for another Triton's language, a library calling flash-attn with another
+release's signature (or torchvision calling Pillow's core with a fill it cannot take), an inference
+runtime's GPU provider built for
 another CUDA, an extension build that cannot find the CUDA runtime it links, an MPI launcher of
 another implementation than the one the launcher wrapper drives. All are bundle-skew: the fix is a
 build or an install that matches, never the user's code.
@@ -54,6 +56,23 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "point TRITON_PTXAS_PATH at that CUDA's ptxas), and pin that build in the bundle.",
         "https://github.com/HRNet/HigherHRNet-Human-Pose-Estimation/issues/95",
         "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ),
+    sig(
+        "cuda-object-newer-than-toolkit",
+        "bundle-skew",
+        # the CUDA linker of an older toolkit given an object a newer CUDA built (the two numbers are the
+        # releases, 118 = 11.8): XLA linking jaxlib's CUDA 11.8 kernels with the host's 11.4 nvlink
+        # (danijar/dreamerv3#64: fixed by installing the 11.8 toolkit); a build mixing two toolkits' nvcc
+        # and libraries (ihaque/memtestG80#15, openhackathons-org/gpubootcamp#55)
+        50,
+        r"nvlink fatal +: Input file '[^']*' newer than toolkit \(\d+ vs ?\d+\)",
+        "Two CUDA releases are mixed: an object built by the newer one (the first number) is linked by the "
+        "older toolkit's nvlink (the second). Put the toolkit matching the wheels first on PATH (for jax, the "
+        "nvidia-cuda-nvcc wheel of its CUDA), or install the wheels built for the host's CUDA, and pin them "
+        "in the bundle.",
+        "https://github.com/danijar/dreamerv3/issues/64",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: nvlink exited with non-zero error code 256,output: nvlink "
+        "fatal  : Input file '/tmp/tempfile-llpc-cab04a7-18966-5fd3b5872b691.cubin' newer than toolkit (118 vs114)",
     ),
     sig(
         "onnxruntime-provider-of-another-cuda",
@@ -169,6 +188,21 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "library pins (or the library release made for the installed flash-attn), as one bundle.",
         "https://github.com/feifeibear/long-context-attention/issues/64",
         "[rank1]: TypeError: _flash_attn_forward() missing 1 required positional argument: 'softcap'",
+    ),
+    sig(
+        "torchvision-fill-of-another-release",
+        "bundle-skew",
+        # torchvision 0.5.0's rotate and affine passing a three-band fill to Pillow's core for a one-band
+        # image (pytorch/vision#1759, fixed in the next release): learnables/learn2learn#100 (the maintainer
+        # names that bug), tristandeleu/pytorch-meta#23 (fixed by the library's pins), and
+        # LeeJunHyun/Image_Segmentation#53 (by another torch and torchvision). Only with its "3 given".
+        40,
+        r"^\s*TypeError: function takes exactly 1 argument \(3 given\)\s*$",
+        "Pillow's core was handed a three-band fill for a one-band (grayscale) image: torchvision 0.5.0's "
+        "rotate and affine do this. Install the torchvision release the project pins (one with the fix) "
+        "paired with the bundle's torch, or pass a fill with one value per band.",
+        "https://github.com/learnables/learn2learn/issues/100",
+        "TypeError: function takes exactly 1 argument (3 given)",
     ),
     sig(
         "extension-build-cudart-not-found",

@@ -403,20 +403,39 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "FAILED_PRECONDITION: TPU platform already registered for platform hardware version",
     ),
     sig(
-        "lightning-tpu-accelerator-unavailable",
+        "lightning-accelerator-unavailable",
         "runtime-proof",
         70,
-        # PyTorch Lightning's check that the requested accelerator's runtime answered
-        r"(TPU|XLA)Accelerator can not run on your system|MisconfigurationException\W+No TPU devices were found"
+        # PyTorch Lightning's check that the requested accelerator's runtime answered; for a GPU, mostly a
+        # CPU-only torch (open-edge-platform/anomalib#510: fixed by installing torch's CUDA build)
+        r"\b(TPU|XLA|GPU|CUDA)Accelerator`? can not run on your system"
+        r"|MisconfigurationException\W+No TPU devices were found"
         # older releases' wording, raised when the TPU probe did not answer in time
         # (Lightning-AI/pytorch-lightning#4829)
         r"|MisconfigurationException\W+PyTorch XLA not installed",
-        "The trainer asked for TPUs and the runtime found none (only the CPU answered): run on a TPU VM "
-        "with the lane's runtime policy applied before import, and prove it with `orch probe`.",
+        "The trainer asked for an accelerator and the runtime found none (only the CPU answered): for TPUs, "
+        "run on a TPU VM with the lane's runtime policy applied before import; for GPUs, install the CUDA "
+        "build of torch the bundle pins (a CPU-only build answers this way); prove it with `orch probe`.",
         "https://github.com/ratsgo/nlpbook/issues/37",
         "MisconfigurationException: TPUAccelerator can not run on your system since the accelerator is not "
         "available. The following accelerator(s) is available and can be passed into `accelerator` argument "
         "of `Trainer`: ['cpu'].",
+    ),
+    sig(
+        "torch-without-nccl",
+        "runtime-proof",
+        # a gang asking for NCCL from a torch built without it: torch's Windows and macOS builds never carry
+        # it (torchgeo/torchgeo#1198: the maintainer's answer, gloo or Linux; modelscope/modelscope#334 and
+        # bshall/hubert#1, on Windows too); the backend asked for cannot come up, so no peer is at fault.
+        # Also the source line torch's traceback shows, and the warning newer releases print before it.
+        55,
+        r"Distributed package doesn't have NCCL\W+built in"
+        r"|Attempted to get default timeout for nccl backend, but NCCL support is not compiled",
+        "This torch has no NCCL (its Windows and macOS builds never do): use the gloo backend there "
+        "(backend='gloo', or the trainer's distributed-backend setting), or run the gang on Linux with the "
+        "CUDA build the bundle pins; a TPU lane's gang uses XLA's backend, not NCCL.",
+        "https://github.com/torchgeo/torchgeo/issues/1198",
+        "RuntimeError: Distributed package doesn't have NCCL built in",
     ),
     sig(
         "torch-xla-runtime-initialised-before-spawn",

@@ -1006,7 +1006,7 @@ CLASS_VARIANTS = [
     ),
     ("tpu-platform-registered-twice", "INTERNAL: TPU platform already registered for platform hardware version 4"),
     (
-        "lightning-tpu-accelerator-unavailable",
+        "lightning-accelerator-unavailable",
         "MisconfigurationException: XLAAccelerator can not run on your system since the accelerator is not available.",
     ),
     (
@@ -1072,7 +1072,7 @@ CLASS_VARIANTS = [
     ),
     ("torch-xla-pjrt-device-unset-or-unknown", "RuntimeError: FAILED_PRECONDITION: $PJRT_DEVICE is not set."),
     (
-        "lightning-tpu-accelerator-unavailable",
+        "lightning-accelerator-unavailable",
         "pytorch_lightning.utilities.exceptions.MisconfigurationException: No TPU devices were found.",
     ),
     (
@@ -1300,7 +1300,7 @@ CLASS_VARIANTS = [
     ),
     ("cluster-version-mismatch", "RuntimeError: Version mismatch: The cluster was started with:"),
     ("cluster-version-mismatch", "UserWarning: Mismatched versions found"),
-    ("lightning-tpu-accelerator-unavailable", "MisconfigurationException: PyTorch XLA not installed."),
+    ("lightning-accelerator-unavailable", "MisconfigurationException: PyTorch XLA not installed."),
     ("ssh-port-forward-failed", "channel 3: open failed: administratively prohibited: open failed"),
     ("remote-launcher-unreachable", "pdsh@node0: node3: connect: Connection refused"),
     ("remote-launcher-unreachable", "ORTE was unable to reliably start one or more daemons."),
@@ -1803,6 +1803,36 @@ CLASS_VARIANTS = [
         "ValueError: physical and logical shapes must have the same product physical_shape=[4, 4, 2] "
         "logical_shape=[8, 16]",
     ),
+    # the thirty-ninth set's classes: a build mixing two CUDA toolkits (ihaque/memtestG80#15, its leading
+    # underscore the thread's own), Lightning's check for a GPU (FoNDUE-HTR/Documentation#12) and for a TPU
+    # with its name quoted (Lightning-AI/pytorch-lightning#17936), and a torch without NCCL as its
+    # traceback's source line shows it (bshall/hubert#1) and as newer releases warn first
+    # (pytorch/pytorch#159742)
+    (
+        "cuda-object-newer-than-toolkit",
+        "_nvlink fatal   : Input file '/usr/local/cuda/lib64/libcudadevrt.a:cuda_device_runtime.o' newer than "
+        "toolkit (129 vs 120)",
+    ),
+    (
+        "lightning-accelerator-unavailable",
+        "`MisconfigurationException: GPUAccelerator can not run on your system since the accelerator is not "
+        "available.`",
+    ),
+    (
+        "lightning-accelerator-unavailable",
+        "lightning.fabric.utilities.exceptions.MisconfigurationException: `TPUAccelerator` can not run on your "
+        "system since the accelerator is not available. The following accelerator(s) is available and can be "
+        "passed into `accelerator` argument of `Trainer`: ['cpu'].",
+    ),
+    # an older Lightning's words for the same check (its own tests match them); once a near miss, when GPU
+    # runs were set aside as another stack
+    ("lightning-accelerator-unavailable", "GPUAccelerator can not run on your system since GPUs are not available."),
+    ("torch-without-nccl", '    raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")'),
+    (
+        "torch-without-nccl",
+        "D:\\Python39\\lib\\site-packages\\torch\\distributed\\distributed_c10d.py:613: UserWarning: Attempted to "
+        "get default timeout for nccl backend, but NCCL support is not compiled",
+    ),
 ]
 
 
@@ -2143,7 +2173,6 @@ NOT_THE_CLASS = [
     ("INFO 07-01 12:00:00 GPU KV cache size: 99,120 tokens", None),
     ("python_requires='>=3.9'", None),
     ("Requirement already satisfied: accelerate>=0.19.0 in ./venv/lib/python3.10/site-packages", None),
-    ("GPUAccelerator can not run on your system since GPUs are not available.", None),  # another stack's device
     ("Environment variable HF_TOKEN expected, but not set", None),  # not the launcher's rendezvous env
     ("AttributeError: 'jaxlib._jax.ArrayImpl' object has no attribute 'numpy'", None),  # the program's own
     ("write(): fd 3 failed with Broken pipe", None),
@@ -2206,6 +2235,16 @@ NOT_THE_CLASS = [
     # a library passing flash-attn a newer release's argument: skew in one thread, the library's own version
     # check in another (feifeibear/long-context-attention#158), so left to the rest of the log
     ("TypeError: _flash_attn_forward() got an unexpected keyword argument 'window_size_left'", None),
+    # Lightning's report of the devices on every run (torchgeo/torchgeo#1198), the CUDA linker's warning for
+    # an archive of other targets (NVlabs/NVBit#145), and a C function's arity error with another count
+    # (a built line: only Pillow's three-band fill is the class)
+    ("GPU available: True (cuda), used: True", None),
+    ("TPU available: False, using: 0 TPU cores", None),
+    (
+        "nvlink warning : Skipping incompatible '../../core/libnvbit.a' when searching for -lnvbit (target: sm_50)",
+        None,
+    ),
+    ("TypeError: function takes exactly 1 argument (2 given)", None),
     ("Requirement already satisfied: deepspeed>=0.9.3 in /usr/local/lib/python3.10/dist-packages", None),
 ]
 
@@ -2411,7 +2450,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23, 25, 28, 41, 25, 32),  # sets 31-
+        + (19, 27, 23, 25, 28, 41, 25, 32, 22),  # sets 31-
         start=1,
     )
 }
@@ -2530,7 +2569,7 @@ BLIND_FLOORS = {
     "blind-7.yaml": (0.85, 4),
     "blind-8.yaml": (0.85, 1),
     "blind-9.yaml": (0.90, 2),
-    "blind-10.yaml": (0.83, 1),
+    "blind-10.yaml": (0.80, 2),
     "blind-11.yaml": (0.81, 2),
     "blind-12.yaml": (0.68, 3),
     "blind-13.yaml": (0.84, 0),
@@ -2559,13 +2598,14 @@ BLIND_FLOORS = {
     "blind-36.yaml": (0.95, 1),
     "blind-37.yaml": (0.88, 3),
     "blind-38.yaml": (0.90, 0),
+    "blind-39.yaml": (1.00, 0),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 39, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 40, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
