@@ -77,6 +77,7 @@ SCORED_WITH = {
     "blind-37.yaml": "af7845e",
     "blind-38.yaml": "4a27b1a",
     "blind-39.yaml": "95f41bc",
+    "blind-40.yaml": "0dc8706",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -145,4 +145,5 @@ ORDINALS = (
     "thirty-seventh",
     "thirty-eighth",
     "thirty-ninth",
+    "fortieth",
 )

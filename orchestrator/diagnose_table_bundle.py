@@ -277,10 +277,12 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         "bundle-skew",
         70,
         r"(Could not find a version that satisfies the requirement|No matching distribution found for) "
-        r"(jax|jaxlib|libtpu|torch|torch[_-]xla|torchvision|torchaudio|torchtext|flax)\b",
-        "A pinned frontend or runtime wheel is not on the index (any more, or for this Python and "
-        "platform): the bundle must be rebuilt from versions that exist (and are validated together), "
-        "not patched one wheel at a time.",
+        r"(jax|jaxlib|libtpu|torch|torch[_-]xla|torchvision|torchaudio|torchtext|flax)\b"
+        # any package pinned to a release the index does not list, beside those it does (tensorflow/tensorflow#60428)
+        r"|Could not find a version that satisfies the requirement \S+?[=<>~]=?[^\s(]+ \(from versions: (?!none)\w",
+        "A pinned wheel (a frontend, its runtime or a library beside them) is not on the index (any more, or "
+        "for this Python and platform): rebuild the bundle from versions that exist (and are validated "
+        "together), not patched one wheel at a time.",
         "https://github.com/huggingface/diffusers/issues/8315",
         "ERROR: No matching distribution found for jaxlib==0.3.25",
     ),

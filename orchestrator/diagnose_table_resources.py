@@ -302,13 +302,17 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"|\bCUDA failed with error out of memory\b"
         # CUDA's allocator call failing in a native library (NVlabs/instant-ngp#182: tiny-cuda-nn's GPU memory)
         r"|\bcudaMalloc\w*\([^\n]*\) failed with error out of mem"
+        # the driver API's word for it from such a library's call (jonstephens85/instantngp-batch#3: a scene's
+        # bounds too large for the GPU), and the runtime API's (mpi4jax/mpi4jax#106: JAX's preallocation left
+        # CUDA-aware MPI none)
+        r"|\bcu\w+\([^\n]*\) failed with error CUDA_ERROR_OUT_OF_MEMORY\b|\bcudaErrorMemoryAllocation: out of memory\b"
         # RAPIDS' memory manager (rapidsai/dask-cuda#443: a pool asked larger than the GPU) and DALI's decoder
         # buffers (NVIDIA/DALI#1137: a batch of larger images), in their own words
         r"|\bout_of_memory: RMM failure at:|\bRMM failure at:[^\n]*Maximum pool size exceeded"
         r"|\bCan't allocate \d+ bytes on device \d+\b"
-        # MXNet's CUDA check in a kernel launch (awslabs/sockeye#839: a batch too large for the GPU) and its
-        # memory pool's failed allocation
-        r"|\bcudaSuccess \(2 vs\. 0\)[^\n]*\bErrStr: ?out of memory\b|\bcudaMalloc (retry )?failed: out of memory\b",
+        # MXNet's CUDA check in a kernel launch (awslabs/sockeye#839: a batch too large for the GPU; Caffe's the
+        # same, k4yt3x/video2x#28) and MXNet's memory pool's failed allocation
+        r"|\bcudaSuccess \(2 vs\. 0\)[^\n]*\bout of memory\b|\bcudaMalloc (retry )?failed: out of memory\b",
         "Device memory ran out: reduce the batch, sequence, memory pool or per-device footprint, and check no "
         "other process holds memory on the device.",
         "https://github.com/pytorch/pytorch/issues/16417",
@@ -385,7 +389,9 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         "process-killed",
         "memory",
         20,
-        r"^\s*`?Killed`?\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|/bin/\w+: line \d+: +\d+ Killed\b|^zsh: killed +\S"
+        r"^\s*`?Killed`?\s*$|(it/s|s/it|\d%)\]?\s*Killed\s*$|^zsh: killed +\S"
+        # bash's report of a command it ran, its own or a script's (ZhengPeng7/BiRefNet#33: a training script)
+        r"|(/bin/\w+|\.sh): line \d+: +\d+ Killed\b"
         # the shell's job report of a command it ran (job number or PID, then the command line)
         r"|^\s*(\[\d+\][+-]?|\d+) +Killed(: 9)? {2,}\S"
         # a model's shards loading when the process was killed (tloen/alpaca-lora#546: host RAM)
