@@ -146,4 +146,5 @@ ORDINALS = (
     "thirty-eighth",
     "thirty-ninth",
     "fortieth",
+    "forty-first",
 )

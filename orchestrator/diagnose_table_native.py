@@ -44,6 +44,11 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         50,
         r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"
         r"|no kernel image is available for execution on the device"
+        # the same in older words (WongKinYiu/ScaledYOLOv4#183: fixed by the torch pair the project pins), and
+        # cuBLAS refusing fp32 batched GEMM under a build made without this GPU (muskie82/MonoGS#96: a CUDA 11.8
+        # install; zhaofuq/LOD-3DGS#25: torch's cu116 wheels on an A800)
+        r"|\b(CUDA|HIP) error: invalid device function\b"
+        r"|CUBLAS_STATUS_NOT_SUPPORTED when calling `?cublasSgemmStridedBatched\("
         # the compiler a build or a JIT uses too old to know the GPU's architecture (triton-lang/triton#8539:
         # the ptxas inside Triton's wheel on an sm_121 GPU; nvcc's own words for the same)
         r"|ptxas fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-name'"
@@ -137,6 +142,8 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         50,
         r'no suitable conversion function from "const at::DeprecatedTypeProperties" to "c10::ScalarType"'
         r"|\bTHC/THC\.h: No such file or directory|identifier \"AT_CHECK\" is undefined"
+        # the compiler quoting the include it failed on (facebookresearch/maskrcnn-benchmark#1340: torch 1.11)
+        r"|^\s*\d+ \| #include [<\"]THC/THC\.h[>\"]"
         r"|\W+AT_CHECK\W+ was not declared in this scope",
         "The extension's source uses a torch API the installed torch removed: build it against the torch "
         "release the project pins (and pin that torch in the bundle), or use the project's source patched "
@@ -183,7 +190,10 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         # keyword: a library passing a newer release's argument is skew in some threads and, in the
         # same library's #158, its own version check sending a supported release down the wrong branch.
         55,
-        r"\b_?flash_attn_\w*\(\) missing \d+ required (positional|keyword-only) arguments?",
+        r"\b_?flash_attn_\w*\(\) missing \d+ required (positional|keyword-only) arguments?"
+        # a library importing a newer release's function under try/except, flash-attn 1 installed
+        # (imoneoi/openchat#52: the code had moved to flash-attn 2)
+        r"|NameError: name '_?flash_attn_\w+' is not defined",
         "A library calls flash-attn with another release's signature: install the flash-attn release the "
         "library pins (or the library release made for the installed flash-attn), as one bundle.",
         "https://github.com/feifeibear/long-context-attention/issues/64",

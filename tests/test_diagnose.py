@@ -1857,6 +1857,18 @@ CLASS_VARIANTS = [
         " 41%|#####     | 7032/17238 [02:28<05:57, 28.55it/s]./train.sh: line 40: 1324513 Killed                  "
         "CUDA_VISIBLE_DEVICES=${devices} python train.py --ckpt_dir ckpt/${method}",
     ),
+    # the forty-first set's classes: a kernel missing from the build in older words (clear-nus/VT_SNN#6's
+    # extension), cuBLAS's fp32 batched GEMM refused as MonoGS#96 words it without the backticks, a library
+    # calling a flash-attn 2 function that its guarded import never bound (flash_attn_func, a built line),
+    # and gcc's quote of the removed THC include (its line number built)
+    ("gpu-arch-not-in-build", "RuntimeError: CUDA error: invalid device function"),
+    (
+        "gpu-arch-not-in-build",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasSgemmStridedBatched( handle, opa, "
+        "opb, m, n, k, &alpha, a, lda, stridea, b, ldb, strideb, &beta, c, ldc, stridec, num_batches)",
+    ),
+    ("flash-attn-of-another-release", "NameError: name 'flash_attn_func' is not defined"),
+    ("extension-source-for-older-torch", "   12 | #include <THC/THC.h>"),
 ]
 
 
@@ -2280,6 +2292,17 @@ NOT_THE_CLASS = [
         None,
     ),
     ("./train.sh: line 40: syntax error near unexpected token `('", None),
+    # cuBLAS refusing a bf16 GEMM on a GPU without bf16 (billwuhao/ComfyUI_ACE-Step#10): another cause, left
+    # alone; a program's own undefined name; an include the compiler found (built lines)
+    (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmStridedBatchedEx(handle, opa, "
+        "opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, (int)lda, stridea, b, CUDA_R_16BF, (int)ldb, "
+        "strideb, (void*)&fbeta, c, CUDA_R_16BF, (int)ldc, stridec, (int)num_batches, compute_type, "
+        "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`",
+        None,
+    ),
+    ("NameError: name 'attn_output' is not defined", None),
+    ("#include <THC/THC.h>  // kept for older torch", None),
     ("Requirement already satisfied: deepspeed>=0.9.3 in /usr/local/lib/python3.10/dist-packages", None),
 ]
 
@@ -2485,7 +2508,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23, 25, 28, 41, 25, 32, 22, 42),  # sets 31-
+        + (19, 27, 23, 25, 28, 41, 25, 32, 22, 42, 24),  # sets 31-
         start=1,
     )
 }
@@ -2636,13 +2659,14 @@ BLIND_FLOORS = {
     "blind-38.yaml": (0.90, 0),
     "blind-39.yaml": (1.00, 0),
     "blind-40.yaml": (0.83, 1),
+    "blind-41.yaml": (0.87, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 41, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 42, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
