@@ -3,10 +3,9 @@ framework built without CUDA at all, a framework or extension built without the 
 (or a compiler too old to know it), an object built by a newer CUDA than the toolkit linking it, a
 Triton kernel written for another Triton's language, a library calling flash-attn with another
 release's signature (or torchvision calling Pillow's core with a fill it cannot take), an inference
-runtime's GPU provider built for
-another CUDA, an extension build that cannot find the CUDA runtime it links, an MPI launcher of
-another implementation than the one the launcher wrapper drives. All are bundle-skew: the fix is a
-build or an install that matches, never the user's code.
+runtime's GPU provider built for another CUDA, an extension build that cannot find the CUDA runtime
+it links, an MPI launcher of another implementation than the one the launcher wrapper drives. All are
+bundle-skew: the fix is a build or an install that matches, never the user's code.
 
 Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
 """
