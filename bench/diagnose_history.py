@@ -79,6 +79,7 @@ SCORED_WITH = {
     "blind-39.yaml": "95f41bc",
     "blind-40.yaml": "0dc8706",
     "blind-41.yaml": "5025a22",
+    "blind-42.yaml": "1aaae41",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -147,4 +147,5 @@ ORDINALS = (
     "thirty-ninth",
     "fortieth",
     "forty-first",
+    "forty-second",
 )

@@ -4,8 +4,9 @@ framework built without CUDA at all, a framework or extension built without the 
 Triton kernel written for another Triton's language, a library calling flash-attn with another
 release's signature (or torchvision calling Pillow's core with a fill it cannot take), an inference
 runtime's GPU provider built for another CUDA, an extension build that cannot find the CUDA runtime
-it links, an MPI launcher of another implementation than the one the launcher wrapper drives. All are
-bundle-skew: the fix is a build or an install that matches, never the user's code.
+it links, a graph extension built from source because no wheel matched the pins, an MPI launcher of
+another implementation than the one the launcher wrapper drives. All are bundle-skew: the fix is a
+build or an install that matches, never the user's code.
 
 Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
 """
@@ -227,6 +228,23 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "environment), or install the project's prebuilt wheel for the bundle's torch and CUDA.",
         "https://github.com/ivan-chai/torch-linear-assignment/issues/2",
         "../../x86_64-conda-linux-gnu/bin/ld: cannot find -lcudart: No such file or directory",
+    ),
+    sig(
+        "graph-extension-built-from-source",
+        "bundle-skew",
+        # pip building the graph library's companion extensions (torch-scatter, torch-sparse, ...) from source:
+        # their wheels are published per torch and CUDA release, so a source build means the pins missed
+        # them, a release left unpinned (rusty1s/pytorch_scatter#283: only 2.0.7 on that page) or a torch
+        # with no wheel page (pyg-team/pytorch_geometric#2971: fixed by the torch-1.8.0 page; a nightly,
+        # rusty1s/pytorch_scatter#345)
+        45,
+        r"\bFailed (building wheel for|to build) (torch[-_](scatter|sparse|cluster|spline[-_]conv)|pyg[-_]lib)\b"
+        r"|^\s*╰─> (torch[-_](scatter|sparse|cluster|spline[-_]conv)|pyg[-_]lib)\s*$",
+        "pip built the graph library's extension from source because no prebuilt wheel matched the pins: "
+        "pin the extension's release listed on the wheel page of the bundle's exact torch and CUDA "
+        "(data.pyg.org/whl/torch-<version>+<cuda>.html), or pin a torch that has such a page.",
+        "https://github.com/pyg-team/pytorch_geometric/issues/2971",
+        "ERROR: Failed building wheel for torch-scatter",
     ),
     sig(
         "mpi-launcher-of-another-implementation",
