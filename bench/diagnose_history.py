@@ -80,6 +80,7 @@ SCORED_WITH = {
     "blind-40.yaml": "0dc8706",
     "blind-41.yaml": "5025a22",
     "blind-42.yaml": "1aaae41",
+    "blind-43.yaml": "cdbf5cb",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -148,4 +148,5 @@ ORDINALS = (
     "fortieth",
     "forty-first",
     "forty-second",
+    "forty-third",
 )

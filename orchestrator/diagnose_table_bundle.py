@@ -350,15 +350,15 @@ BUNDLE_SIGNATURES: tuple[Signature, ...] = (
         # fixed by reinstalling jax with its plugin)
         r"|Unable to load (cuDNN|cuBLAS|cuSPARSE|cuFFT|cuSOLVER|cuPTI|CUPTI|NCCL|NVRTC|nvJitLink|CUDA)\. "
         r"Is it installed\?"
-        # an extension wheel built for another torch build (xFormers for +cu121 under a +cpu torch,
-        # open-mmlab/PIA#30; bitsandbytes without a binary for the CUDA it found,
-        # bitsandbytes-foundation/bitsandbytes#551)
+        # an extension wheel built for another torch build (xFormers for +cu121 under a +cpu torch, open-mmlab/PIA#30;
+        # bitsandbytes without a binary for the CUDA it found, bitsandbytes-foundation/bitsandbytes#551)
         r"|xFormers can't load C\+\+/CUDA extensions\. xFormers was built for"
         # every attention operator of such a wheel refusing the inputs (yufu-wang/PromptHMR#4)
         r"|^\s*xFormers wasn't build with CUDA support\s*$"
         r"|CUDA SETUP: Required library version not found: libbitsandbytes_cuda\d+\.so"
-        # torch's check before building an extension against the CUDA toolkit it finds (NVIDIA/TransformerEngine#553)
-        r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile\s+PyTorch"
+        # torch's check before building an extension against the CUDA toolkit it finds, by its first line
+        # (NVIDIA/TransformerEngine#553; microsoft/GLIP#89, the message broken before "PyTorch")
+        r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile\b"
         # DeepSpeed's op builder making the same check before a JIT build (deepspeedai/DeepSpeedExamples#370)
         r"|DeepSpeed Op Builder: Installed CUDA version [\d.]+ does not match the version torch was compiled with"
         # jaxlib's GPU kernels calling a CUDA runtime older than theirs (sokrypton/ColabFold#532: an old jax

@@ -1,12 +1,12 @@
-"""Signatures of the accelerator driver stack under the frameworks: the NVIDIA driver as a process
-and a container see it, an OpenCL platform, the container runtime's GPU hook, the NVSwitch fabric's
-Fabric Manager, NVIDIA's runtime libraries that serialise for one version of themselves
-(TensorRT's engines), and the EFA fabric library NCCL sends through.
+"""Signatures of the accelerator driver stack under the frameworks: the NVIDIA driver as a process and
+a container see it, an OpenCL platform, the container runtime's GPU hook, the NVSwitch fabric's
+Fabric Manager, NVIDIA's runtime libraries that serialise for one version of themselves (TensorRT's
+engines), and the EFA fabric library NCCL sends through.
 
-Their layers differ by what owns the failure: a driver or Fabric Manager that does not match what runs
-on it is bundle-skew, a process that cannot see the driver is runtime-proof, a fabric that is not
-usable is hardware. Data only: see orchestrator/diagnose_table.py for how a signature is written and
-sourced.
+Their layers differ by what owns the failure: a driver or Fabric Manager that does not match what
+runs on it is bundle-skew, a process that cannot see the driver (or loads the toolkit's stub of it)
+is runtime-proof, a fabric that is not usable is hardware. Data only: see
+orchestrator/diagnose_table.py for how a signature is written and sourced.
 """
 
 from __future__ import annotations
@@ -108,6 +108,22 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         "elsewhere install the driver; prove the device before the run (`orch probe`).",
         "https://github.com/NVIDIA/cuda-python/issues/17",
         "RuntimeError: Failed to dlopen libcuda.so",
+    ),
+    sig(
+        "cuda-driver-stub-loaded",
+        "runtime-proof",
+        # the CUDA toolkit's stub libcuda (lib64/stubs, made for linking on a host without a driver) found
+        # before the driver's: every driver call returns error 34 (NVIDIA/warp#219, a maintainer's
+        # diagnosis; numba/numba#8985 and NVIDIA/FasterTransformer#275, fixed by dropping the stubs from
+        # the loader's path)
+        50,
+        r"\bCUDA driver is a stub library\b|\bCUDA_ERROR_STUB_LIBRARY\b|\bcudaErrorStubLibrary\b"
+        r"|Failed to get driver entry point '\w+' \(CUDA error 34\)|\bCudaAPIError: \[34\]",
+        "The process loaded the CUDA toolkit's stub libcuda (its lib64/stubs directory, for linking only) "
+        "instead of the driver's: take the stubs directory off LD_LIBRARY_PATH (and the loader's config) so "
+        "the driver's libcuda.so.1 is found first, then prove the device before the run (`orch probe`).",
+        "https://github.com/NVIDIA/warp/issues/219",
+        "Warp CUDA error: Failed to get driver entry point 'cuInit' (CUDA error 34)",
     ),
     sig(
         "cuda-init-unknown-error",

@@ -54,7 +54,10 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         r"|ptxas fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-name'"
         r"|nvcc fatal +: Unsupported gpu architecture '(compute|sm)_\w+'"
         # (rosalindfranklininstitute/cuda-slic#2: PyCUDA's JIT asking an older nvcc for sm_86)
-        r"|nvcc fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-architecture'",
+        r"|nvcc fatal +: Value '(sm|compute)_\w+' is not defined for option 'gpu-architecture'"
+        # NVRTC of the CUDA that torch was built with, JIT-compiling a fused kernel for a newer GPU
+        # (YINYIPENG-EN/handpose_and_yolo#1: fixed by torch 2.1 for cu118; stelabou/HyperReenact#7)
+        r"|nvrtc: error: invalid value for --gpu-architecture \(-arch\)",
         "The installed build has no kernels for this GPU's architecture, or its compiler does not know it: "
         "install the framework wheels built for it (a CUDA release that supports the GPU, e.g. cu128 for "
         "sm_120), rebuild the extension with the GPU in TORCH_CUDA_ARCH_LIST with a CUDA that knows it (or "
@@ -89,7 +92,10 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         50,
         r"Failed to load library libonnxruntime_providers_(cuda|tensorrt|rocm)\.so with error: \S+: cannot open "
         r"shared object file"
-        r"|Failed to create (CUDA|TensorRT)ExecutionProvider\. Require cuDNN \d+\.\* and CUDA \d+\.\*",
+        r"|Failed to create (CUDA|TensorRT)ExecutionProvider\. Require cuDNN \d+\.\* and CUDA \d+\.\*"
+        # the same on Windows, where the provider's DLL names no library (neuralchen/SimSwap#98 and
+        # cubiq/ComfyUI_InstantID#27: fixed by the CUDA and cuDNN the release was built for)
+        r"|CUDA_PATH is set but CUDA wasn'?t able to be loaded\b",
         "ONNX Runtime's GPU provider cannot load the CUDA or cuDNN libraries its build was made for (the missing "
         "library names them: libcublasLt.so.11 is CUDA 11's, libcudnn.so.9 cuDNN 9's): install the "
         "onnxruntime-gpu release built for the bundle's CUDA and cuDNN, and check the session's providers, "

@@ -1873,6 +1873,23 @@ CLASS_VARIANTS = [
     # under legacy-install-failure naming another of the graph library's extensions (a built line)
     ("graph-extension-built-from-source", "Failed to build torch-scatter"),
     ("graph-extension-built-from-source", "    ╰─> torch-sparse"),
+    # the forty-third set's classes: the toolkit's stub libcuda as NCCL reports it (horovod/horovod#3831's
+    # title) and in the driver API's name (numba/numba#9732, a built line); NVRTC not knowing the GPU without
+    # torch's prefix (NVlabs/nvdiffmodeling#25); ONNX Runtime's Windows words without the apostrophe
+    # (cubiq/ComfyUI_InstantID#27); torch's CUDA check by its first line alone (a built line)
+    ("cuda-driver-stub-loaded", "NCCL WARN Cuda failure 'CUDA driver is a stub library'"),
+    (
+        "cuda-driver-stub-loaded",
+        "numba.cuda.cudadrv.driver.CudaAPIError: [34] Call to cuInit results in CUDA_ERROR_STUB_LIBRARY",
+    ),
+    ("gpu-arch-not-in-build", "nvrtc: error: invalid value for --gpu-architecture (-arch)"),
+    (
+        "onnxruntime-provider-of-another-cuda",
+        "D:\\a\\_work\\1\\s\\onnxruntime\\python\\onnxruntime_pybind_state.cc:857 "
+        "onnxruntime::python::CreateExecutionProviderInstance CUDA_PATH is set but CUDA wasnt able to be loaded. "
+        "Please install the correct version of CUDA andcuDNN as mentioned in the GPU requirements page",
+    ),
+    ("native-extension-mismatch", "The detected CUDA version (12.1) mismatches the version that was used to compile"),
 ]
 
 
@@ -2312,6 +2329,13 @@ NOT_THE_CLASS = [
     ("ERROR: Failed building wheel for torchvision", None),
     ("  Building wheel for torch-scatter (setup.py) ... done", None),
     ("Successfully built torch-scatter torch-sparse", None),
+    # torch's warning of a minor CUDA mismatch it builds through, and Warp's warning before its errors (built lines)
+    (
+        "The detected CUDA version (11.8) has a minor version mismatch with the version that was used to compile "
+        "PyTorch (11.7). Most likely this shouldn't be a problem.",
+        None,
+    ),
+    ("Warp CUDA warning: Unable to determine CUDA driver version", None),
 ]
 
 
@@ -2516,7 +2540,7 @@ BLIND_SIZES = {
     for n, size in enumerate(
         (77, 75, 71, 66, 61, 57, 40, 75, 54, 36, 38, 45, 39, 37, 37)  # sets 1-15
         + (22, 15, 31, 26, 20, 14, 24, 12, 9, 20, 15, 14, 21, 12, 35)  # sets 16-30
-        + (19, 27, 23, 25, 28, 41, 25, 32, 22, 42, 24, 9),  # sets 31-
+        + (19, 27, 23, 25, 28, 41, 25, 32, 22, 42, 24, 9, 26),  # sets 31-
         start=1,
     )
 }
@@ -2669,13 +2693,14 @@ BLIND_FLOORS = {
     "blind-40.yaml": (0.83, 1),
     "blind-41.yaml": (0.87, 1),
     "blind-42.yaml": (1.00, 0),
+    "blind-43.yaml": (0.76, 1),
 }
 
 
 def test_tune_accuracy_does_not_regress():
     tune = score(load_tune(), "tune")
     # The figures measured when the table was last extended (docs/troubleshooting.md).
-    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 42, tune.total
+    assert tune.total.accuracy >= 0.880 and tune.total.wrong <= 44, tune.total
     assert list(BLIND_FLOORS) == [path.name for path in BLIND_PATHS]  # every blind set has its floor
     for path in BLIND_PATHS:
         accuracy, wrong = BLIND_FLOORS[path.name]
