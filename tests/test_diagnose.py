@@ -2625,8 +2625,8 @@ def held_back_score() -> Score:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="the forty-third blind set, held back once, drew 2 wrong answers of 26 (7.7%; the forty-second none of 9,"
-    " the forty-first 1 of 24, 4.2%, the fortieth 1 of 42, 2.4%, the thirty-ninth 1 of 22); see"
+    reason="the forty-fourth blind set, held back once, drew 2 wrong answers of 34 (5.9%; the forty-third 2 of 26,"
+    " 7.7%, the forty-second none of 9, the forty-first 1 of 24, 4.2%, the fortieth 1 of 42, 2.4%); see"
     " docs/troubleshooting.md",
 )
 def test_held_back_corpus_names_a_wrong_layer_rarely():
@@ -2641,7 +2641,8 @@ def test_held_back_corpus_names_a_wrong_layer_rarely():
     " 27, the thirty-third 56.5% of 23, the thirty-fourth 64.0% of 25, the thirty-fifth 39.3% of 28, the"
     " thirty-sixth 75.6% of 41, the thirty-seventh 68.0% of 25, the thirty-eighth 81.2% of 32, the thirty-ninth"
     " 81.8% of 22, the fortieth 69.0% of 42, the forty-first"
-    " 70.8% of 24, the forty-second 66.7% of 9, the forty-third 61.5% of 26); see docs/troubleshooting.md",
+    " 70.8% of 24, the forty-second 66.7% of 9, the forty-third 61.5% of 26,"
+    " the forty-fourth 64.7% of 34); see docs/troubleshooting.md",
 )
 def test_held_back_corpus_reaches_the_accuracy_bar():
     part = held_back_score()
