@@ -81,6 +81,7 @@ SCORED_WITH = {
     "blind-41.yaml": "5025a22",
     "blind-42.yaml": "1aaae41",
     "blind-43.yaml": "cdbf5cb",
+    "blind-44.yaml": "884023b",
 }
 
 # Run in the scoring interpreter: argv = [table dir, corpus file, variant file or ""]; prints

@@ -149,4 +149,5 @@ ORDINALS = (
     "forty-first",
     "forty-second",
     "forty-third",
+    "forty-fourth",
 )

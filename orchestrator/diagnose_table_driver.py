@@ -72,7 +72,8 @@ DRIVER_SIGNATURES: tuple[Signature, ...] = (
         # cudaMallocAsync allocator a launcher set by default (lllyasviel/Fooocus#96: fixed by dropping it, so
         # torch starts on its native allocator; Comfy-Org/ComfyUI#940: the GPUs its cuda-malloc default fails on)
         45,
-        r"\bCUDA (driver )?error: operation not supported\b|\bcudaErrorNotSupported\b",
+        # Not a library refusing one call (pytorch/pytorch#132928: cuSPARSELt without fp32 on that GPU).
+        r"\bCUDA (driver )?error: operation not supported\b(?! when calling\b)|\bcudaErrorNotSupported\b",
         "The CUDA runtime was asked for something this GPU and driver cannot do: most often the "
         "cudaMallocAsync allocator (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, a launcher's "
         "cuda-malloc default) on a GPU or driver without it; drop that setting from the lane's runtime "

@@ -1,4 +1,4 @@
-"""Signatures of the gang: the collective layer (coordinator, rendezvous, barriers, heartbeats, gloo/NCCL).
+"""Signatures of the gang: the collective layer (coordinator, rendezvous, barriers, heartbeats, gloo/NCCL/MPI).
 
 Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
 """
@@ -483,6 +483,20 @@ GANG_SIGNATURES: tuple[Signature, ...] = (
         "https://github.com/marin-community/marin/issues/1902",
         '    client.wait_at_barrier(f"multihost_broadcast_sync{_sync_counter}", timeout_in_ms=int(timeout * 1000.0))',
         consequence=True,
+    ),
+    sig(
+        "mpi-shared-memory-copy-refused",
+        "collective",
+        # Open MPI's shared-memory transport between ranks on one host copying through the kernel's
+        # cross-memory attach, which a container without ptrace rights refuses: every exchange fails
+        # (deepinsight/insightface#1284: Horovod in Docker, fixed by --privileged; open-mpi/ompi#4948)
+        55,
+        r"\bRead -1, expected \d+, errno = ?1\s*$",
+        "Open MPI's shared-memory transport between the ranks on a host was refused by the container: set "
+        "OMPI_MCA_btl_vader_single_copy_mechanism=none in the gang's environment (or give the container "
+        "the ptrace capability), then relaunch the whole gang.",
+        "https://github.com/open-mpi/ompi/issues/4948",
+        "[1,5]<stderr>:[8311b4012d34:153937] Read -1, expected 131072, errno = 1",
     ),
     sig(
         "megascale-hang",

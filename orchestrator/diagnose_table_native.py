@@ -4,9 +4,9 @@ framework built without CUDA at all, a framework or extension built without the 
 Triton kernel written for another Triton's language, a library calling flash-attn with another
 release's signature (or torchvision calling Pillow's core with a fill it cannot take), an inference
 runtime's GPU provider built for another CUDA, an extension build that cannot find the CUDA runtime
-it links, a graph extension built from source because no wheel matched the pins, an MPI launcher of
-another implementation than the one the launcher wrapper drives. All are bundle-skew: the fix is a
-build or an install that matches, never the user's code.
+it links, a graph extension built from source because no wheel matched the pins, an extension built
+without its GPU kernels, an MPI launcher of another implementation than the one the launcher wrapper
+drives. All are bundle-skew: the fix is a build or an install that matches, never the user's code.
 
 Data only: see orchestrator/diagnose_table.py for how a signature is written and sourced.
 """
@@ -251,6 +251,20 @@ NATIVE_SIGNATURES: tuple[Signature, ...] = (
         "(data.pyg.org/whl/torch-<version>+<cuda>.html), or pin a torch that has such a page.",
         "https://github.com/pyg-team/pytorch_geometric/issues/2971",
         "ERROR: Failed building wheel for torch-scatter",
+    ),
+    sig(
+        "extension-built-without-cuda",
+        "bundle-skew",
+        # a CUDA extension (PyTorch3D's, detectron2's ops) built with no CUDA toolchain in reach, so its
+        # GPU kernels were left out: the op raises this on the first CUDA tensor (radekd91/emoca#27: fixed
+        # by building again with CUDA_HOME set; facebookresearch/pytorch3d#1878, a maintainer's diagnosis)
+        45,
+        r"^\s*RuntimeError: Not compiled with GPU support\b",
+        "The extension was built without its GPU kernels (no CUDA toolkit found when it compiled): install "
+        "its prebuilt wheel for the bundle's torch and CUDA, or build it again with CUDA_HOME pointing at that "
+        "CUDA release (FORCE_CUDA=1 on a host without a GPU).",
+        "https://github.com/radekd91/emoca/issues/27",
+        "RuntimeError: Not compiled with GPU support",
     ),
     sig(
         "mpi-launcher-of-another-implementation",

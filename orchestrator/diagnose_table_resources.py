@@ -312,7 +312,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         r"|\bCan't allocate \d+ bytes on device \d+\b"
         # MXNet's CUDA check in a kernel launch (awslabs/sockeye#839: a batch too large for the GPU; Caffe's the
         # same, k4yt3x/video2x#28) and MXNet's memory pool's failed allocation
-        r"|\bcudaSuccess \(2 vs\. 0\)[^\n]*\bout of memory\b|\bcudaMalloc (retry )?failed: out of memory\b",
+        r"|\bcudaSuccess \(2 vs\. 0\)[^\n]*\bout of memory\b|\bcudaMalloc (retry )?failed: out of memory\b"
+        # faiss's GPU allocator, its assertion's details in older releases (facebookresearch/faiss#648: an index
+        # larger than the GPU) and its own error in later ones
+        r"|\b[Ff]ailed to cudaMalloc \d+ bytes\b",
         "Device memory ran out: reduce the batch, sequence, memory pool or per-device footprint, and check no "
         "other process holds memory on the device.",
         "https://github.com/pytorch/pytorch/issues/16417",
@@ -344,7 +347,10 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # from the log (google-research/scenic#1005, google-research/t5x#870; google-deepmind/tapnet#48)
         r"|^\s*(XLA [Ll]abel|Entry Parameter Subshape): \S"
         # and the buffer statistics it prints with the same error (alpa-projects/alpa#759)
-        r"|BufferAssignment OOM Debugging|BufferAssignment stats:",
+        r"|BufferAssignment OOM Debugging|BufferAssignment stats:"
+        # TensorFlow's allocator drawing its chunks, which it does only when an allocation failed, when the
+        # error line itself was cut from the log (DeepLabCut/DeepLabCut#791: a batch too large for the GPU)
+        r"|\bbfc_allocator\.cc:\d+\] [*_x]{20,}\s*$",
         "An allocation failed for lack of device memory: reduce the footprint or shard more.",
         "https://github.com/google-deepmind/alphafold/issues/1023",
         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
@@ -397,7 +403,7 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # a model's shards loading when the process was killed (tloen/alpaca-lora#546: host RAM)
         r"|Loading checkpoint shards\b[^\n]*\b[Kk]illed\b"
         # zsh's: the job number, the PID, then "killed" in lower case (after a progress bar at times)
-        r"|\[\d+\]( +[+-])? +\d+ killed {2,}\S"
+        r"|\[\d+\]( +[+-])? +\d+ killed( {2,}\S|\s*$)"
         r"|exit code 137 \(interrupted by signal 9: SIGKILL\)|Signal 9 \(SIGKILL\) received by PID \d+"
         r"|returned non-zero exit status -9\b"
         # torchelastic's report of a rank the OOM killer took (failed line, root-cause table; the
