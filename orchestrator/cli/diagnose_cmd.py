@@ -116,6 +116,7 @@ def low_why(verdict: Verdict) -> str:
     return {
         "words": "the log's words agree with its keywords",
         "frame": "its traceback's deepest frame is that layer's code",
+        "stall": "its log stops where that layer's wait begins",
     }.get(verdict.basis, "several weak signals agree")
 
 
