@@ -313,8 +313,8 @@ RESOURCE_SIGNATURES: tuple[Signature, ...] = (
         # MXNet's CUDA check in a kernel launch (awslabs/sockeye#839: a batch too large for the GPU; Caffe's the
         # same, k4yt3x/video2x#28) and MXNet's memory pool's failed allocation
         r"|\bcudaSuccess \(2 vs\. 0\)[^\n]*\bout of memory\b|\bcudaMalloc (retry )?failed: out of memory\b"
-        # faiss's GPU allocator, its assertion's details in older releases (facebookresearch/faiss#648: an index
-        # larger than the GPU) and its own error in later ones
+        # faiss's GPU allocator, in its assertion's details (facebookresearch/faiss#648: an index larger than the
+        # GPU) and in its later releases' error (facebookresearch/faiss#1031: torch holding most of the GPU)
         r"|\b[Ff]ailed to cudaMalloc \d+ bytes\b",
         "Device memory ran out: reduce the batch, sequence, memory pool or per-device footprint, and check no "
         "other process holds memory on the device.",

@@ -1892,8 +1892,8 @@ CLASS_VARIANTS = [
     ("native-extension-mismatch", "The detected CUDA version (12.1) mismatches the version that was used to compile"),
     # the forty-fourth set's classes: PyTorch3D's op naming itself (facebookresearch/pytorch3d#257), Open MPI's
     # shared-memory copy refused without the rank prefix (ornladios/ADIOS2-Examples#62) and without the space
-    # (open-mpi/ompi#4948), faiss's later words for a failed allocation, zsh's report of a background job with its
-    # marker, TensorFlow's chunk picture with its request marked (facenet's, in tune); the last three built lines
+    # (open-mpi/ompi#4948), faiss's assertion with the CUDA error after the size and zsh's report of a background
+    # job with its marker (built lines), TensorFlow's chunk picture with its request marked (facenet's, in tune)
     (
         "extension-built-without-cuda",
         "RuntimeError: Not compiled with GPU support (RasterizeMeshesCoarse at "
@@ -1901,7 +1901,11 @@ CLASS_VARIANTS = [
     ),
     ("mpi-shared-memory-copy-refused", "[de44f6097ee6:39278] Read -1, expected 5285, errno = 1"),
     ("mpi-shared-memory-copy-refused", "Read -1, expected 4067, errno =1"),
-    ("accelerator-framework-oom", "failed to cudaMalloc 1073741824 bytes on device 0"),
+    (
+        "accelerator-framework-oom",
+        "Faiss assertion 'err == cudaSuccess' failed in void* faiss::gpu::allocMemorySpaceV() at "
+        "gpu/utils/MemorySpace.cpp:36; details: Failed to cudaMalloc 1073741824 bytes (error 2 out of memory)",
+    ),
     ("process-killed", "[2]  + 41234 killed"),
     (
         "resource-exhausted-allocate",
