@@ -56,8 +56,8 @@ def test_a_variant_runs_in_every_old_table_and_is_scored_beside_it(full_history,
     assert every["right"] < doc["as scored"]["all"]["right"]  # only the `other` entries are right now
 
 
-# the word rule fitted before each set, and the wrapped-line rule
-@pytest.mark.parametrize("rule", ["words.py", "joined.py"])
+# the word rule fitted before each set, the wrapped-line rule, and the rule for where a log stops
+@pytest.mark.parametrize("rule", ["words.py", "joined.py", "stall.py"])
 def test_a_general_rule_adds_right_answers_and_no_wrong_one(full_history, rule):
     doc = json.loads(history("--json", "--variant", str(REPO / "bench" / "diagnose_variants" / rule)).stdout)
     for name in [*scored_with(), "all"]:
