@@ -96,7 +96,8 @@ Where the log stops
 -------------------
 Failing all of them, a log whose last line announces a wait that a layer owns names that layer with
 confidence "low" (orchestrator/diagnose_stall.py): torch announcing its extensions' build cache, or
-the module it is about to load, and nothing after it, is a run waiting on the cache's lock (cache).
+the module it is about to load from it, and nothing after it, is a run stalled on that cache, most
+often waiting on its lock (cache).
 Applied to each blind set with the table it was held back from
 (`bench/diagnose_history.py --variant bench/diagnose_variants/stall.py`), it turned 3 of their 472
 unknown answers into right ones and added no wrong one (1475 entries: 63.6 % right became 63.8 %), one
@@ -490,8 +491,8 @@ def render_troubleshooting_markdown(corpus_section: str = "") -> str:
         "(orchestrator/diagnose_frames.py;",
         "`--variant bench/diagnose_variants/frames.py` measures it the same way). Failing all of them, a log",
         "whose last line is torch announcing its extensions' build cache, or the extension it is about to",
-        "load, is a run waiting on that cache's lock (cache, low confidence; orchestrator/diagnose_stall.py,",
-        "measured by `--variant bench/diagnose_variants/stall.py`).",
+        "load, is a run stalled on that cache, most often on its lock (cache, low confidence;",
+        "orchestrator/diagnose_stall.py, measured by `--variant bench/diagnose_variants/stall.py`).",
         "",
         "## Layers",
         "",
