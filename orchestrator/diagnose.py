@@ -150,8 +150,8 @@ __all__ = [
     "layer_remedy",
     "match_line",
     "render_troubleshooting_markdown",
-    "stall_layer",
     "signature",
+    "stall_layer",
     "verdict",
     "winner",
 ]
@@ -227,8 +227,8 @@ class Verdict:
     # "high": a confident signature; "low": several weak signals agree, or the log's words agree with
     # the first candidate (see the module docstring); "none": unknown.
     confidence: str = "high"
-    # for a "low" verdict, what it rests on: "signals" (weak signals agree), "words", or "frame" (the
-    # traceback's deepest frame)
+    # for a "low" verdict, what it rests on: "signals" (weak signals agree), "words", "frame" (the
+    # traceback's deepest frame), or "stall" (where the log stops)
     basis: str = ""
 
     @property
